@@ -1,0 +1,833 @@
+#!/usr/bin/env python3
+"""Brevis benchmark harness: compression ratio, speed and round trips on the real-weights corpus.
+
+For every file listed in ``shared/corpus/manifest.tsv`` (optionally narrowed by
+substring filters or ``--quick``) this script measures
+
+* **brevis** (the subject): ``brevis compress FILE -o OUT.brv --threads 1`` and
+  ``brevis decompress OUT.brv -o DIR``; the restored ``DIR/<basename>`` must have
+  the original SHA-256 (PASS/FAIL),
+* the **peers** in :data:`PEER_FACTORIES`: ``zstd -19``, ``xz -9`` (both single
+  threaded CLI runs, round trip checked) and ZipNN 0.5.4 (run in a subprocess per
+  file, several ZipNN modes tried, the smallest verified one reported),
+
+and writes ``bench/RESULTS.md`` (human readable) and ``bench/results.json`` (raw
+numbers).  Usually started through ``bench/run.sh``, which fetches the corpus,
+prepares the virtual environment with the pinned ZipNN and builds brevis.
+
+Adding a peer: write a ``measure(entry, scratch) -> Measurement`` callable (or use
+:func:`stream_cli_tool` for a ``tool -c < file``-style compressor), wrap it in a
+:class:`Tool` and append its factory to :data:`PEER_FACTORIES`.  The per-file and
+pooled tables pick up every tool in :func:`build_tools`; the per-file table
+columns are fixed in :func:`render_markdown`.
+
+Exit status: 0 when everything passed, 1 when any brevis run failed or did not
+restore the original bytes, 2 when only a peer failed (results are written first
+in every case).
+
+The script also contains the ZipNN worker (``bench.py _zipnn-worker ...``) that
+the parent starts in a subprocess, so that a ZipNN crash (it can abort the whole
+process on some inputs) only loses that one measurement.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import datetime as _dt
+import hashlib
+import json
+import os
+import platform
+import shlex
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable, Iterable
+
+BENCH_DIR = Path(__file__).resolve().parent
+REPO = BENCH_DIR.parent
+SHARED = REPO.parent / "shared"
+MANIFEST = SHARED / "corpus" / "manifest.tsv"
+DEFAULT_CORPUS = Path.home() / ".cache" / "brevis-corpus"
+DEFAULT_BREVIS = REPO / "target" / "release" / "brevis"
+WORK_DIR = BENCH_DIR / "out" / "work"  # scratch space (gitignored)
+RESULTS_MD = BENCH_DIR / "RESULTS.md"
+RESULTS_JSON = BENCH_DIR / "results.json"
+
+ZIPNN_PIN = "0.5.4"
+QUICK_MAX_BYTES = 30_000_000  # --quick keeps files smaller than this ...
+QUICK_ALWAYS = ("silero-vad-v6/",)  # ... and every file under these prefixes
+MB = 1_000_000  # sizes and speeds are decimal megabytes
+
+# --------------------------------------------------------------------------
+# Corpus manifest
+# --------------------------------------------------------------------------
+
+#: manifest dtype token -> dtype class shown in the tables
+DTYPE_CLASS = {
+    "fp32": "FP32", "fp16": "FP16", "bf16": "BF16",
+    "f8_e4m3": "FP8", "f8_e5m2": "FP8",
+    "i8": "INT8", "u8": "UINT8",
+}
+#: manifest dtype token -> ZipNN ``bytearray_dtype`` for float data
+ZIPNN_FLOAT_DTYPE = {
+    "fp32": "float32", "fp16": "float16", "bf16": "bfloat16",
+    "f8_e4m3": "float8_e4m3fn", "f8_e5m2": "float8_e5m2",
+}
+#: order of the classes in the pooled table (unknown classes go last)
+CLASS_ORDER = ["FP32", "FP16", "BF16", "FP8", "INT8", "UINT8"]
+
+
+@dataclass(frozen=True)
+class Entry:
+    """One corpus file, as described by a manifest row."""
+
+    file: str  # path relative to the corpus dir, e.g. "silero-vad-v6/silero_vad.onnx"
+    path: Path  # absolute path on this machine
+    size: int
+    sha256: str
+    container: str
+    dtype_mix: str
+    registry: str
+
+    @property
+    def derived(self) -> bool:
+        """True for the labelled stand-ins produced by derive.py (not native checkpoints)."""
+        return self.registry == "derived"
+
+    @property
+    def dtype_shares(self) -> list[tuple[str, float]]:
+        """Parse ``dtype_mix`` ("fp32 100.0%, i64 <0.1% [note]") into (token, percent) pairs."""
+        mix = self.dtype_mix.split("[", 1)[0]
+        shares = []
+        for part in mix.split(","):
+            bits = part.split()
+            if len(bits) != 2:
+                continue
+            token, pct = bits
+            pct = pct.rstrip("%")
+            shares.append((token.lower(), 0.05 if pct.startswith("<") else float(pct)))
+        return shares
+
+    @property
+    def dominant_dtype(self) -> str:
+        """Manifest token of the dtype with the largest share of tensor bytes."""
+        return max(self.dtype_shares, key=lambda s: s[1])[0]
+
+    @property
+    def dtype_class(self) -> str:
+        """Table class: FP32, FP16, INT8, UINT8, GGUF-Q4/Q8, ``BF16 (derived)``, ..."""
+        if self.container.startswith("gguf"):
+            quants = []
+            for token, pct in self.dtype_shares:
+                if token.startswith("q") and pct >= 1.0:
+                    q = "Q" + token[1:].split("_")[0]
+                    if q not in quants:
+                        quants.append(q)
+            name = "GGUF-" + "/".join(quants or ["?"])
+        else:
+            name = DTYPE_CLASS.get(self.dominant_dtype, self.dominant_dtype.upper())
+        return f"{name} (derived)" if self.derived else name
+
+
+def load_manifest(corpus: Path) -> list[Entry]:
+    """Read manifest.tsv into :class:`Entry` objects (paths resolved under ``corpus``)."""
+    lines = MANIFEST.read_text(encoding="utf-8").splitlines()
+    header = lines[0].split("\t")
+    col = {name: i for i, name in enumerate(header)}
+    entries = []
+    for line in lines[1:]:
+        if not line.strip():
+            continue
+        row = line.split("\t")
+        entries.append(Entry(
+            file=row[col["file"]],
+            path=corpus / row[col["file"]],
+            size=int(row[col["size_bytes"]]),
+            sha256=row[col["sha256"]],
+            container=row[col["container_format"]],
+            dtype_mix=row[col["dtype_mix_by_bytes"]],
+            registry=row[col["registry"]],
+        ))
+    return entries
+
+
+def select_entries(entries: list[Entry], quick: bool, filters: list[str]) -> list[Entry]:
+    """Apply ``--quick`` (small files only) and substring filters (any match keeps a file)."""
+    out = []
+    for e in entries:
+        if quick and not (e.size < QUICK_MAX_BYTES or e.file.startswith(QUICK_ALWAYS)):
+            continue
+        if filters and not any(f in e.file for f in filters):
+            continue
+        out.append(e)
+    return out
+
+
+# --------------------------------------------------------------------------
+# Measurements and tools
+# --------------------------------------------------------------------------
+
+
+@dataclass
+class Measurement:
+    """What one tool did with one file.  ``None`` means not measured."""
+
+    compressed_bytes: int | None = None
+    compress_s: float | None = None
+    decompress_s: float | None = None
+    roundtrip: bool | None = None  # restored bytes == original (None: not checked)
+    mode: str | None = None  # how the tool was invoked, for tools with modes
+    error: str | None = None
+    extra: dict = field(default_factory=dict)
+
+    @property
+    def ok(self) -> bool:
+        """A usable size: no error and the round trip (if checked) passed."""
+        return self.error is None and self.compressed_bytes is not None and self.roundtrip is not False
+
+
+@dataclass(frozen=True)
+class Tool:
+    """A compressor under test.  ``measure(entry, scratch_dir)`` does one file."""
+
+    key: str  # key in results.json ("brevis", "zstd19", ...)
+    label: str  # column label ("zstd-19")
+    version: str  # version string shown in RESULTS.md
+    measure: Callable[[Entry, Path], Measurement]
+
+
+class ToolError(RuntimeError):
+    """A tool command failed (non-zero exit or missing output)."""
+
+
+def sha256_file(path: Path) -> str:
+    """SHA-256 hex digest of a file, read in 1 MiB blocks."""
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def timed_run(argv: list[str], stdout_path: Path | None = None, timeout: float | None = None) -> float:
+    """Run ``argv`` (stdout to ``stdout_path`` if given) and return its wall time in seconds.
+
+    Raises :class:`ToolError` with the tail of stderr when the command fails.
+    """
+    out = open(stdout_path, "wb") if stdout_path else subprocess.DEVNULL
+    try:
+        t0 = time.perf_counter()
+        proc = subprocess.run(argv, stdout=out, stderr=subprocess.PIPE, timeout=timeout)
+        elapsed = time.perf_counter() - t0
+    finally:
+        if stdout_path:
+            out.close()
+    if proc.returncode != 0:
+        tail = proc.stderr.decode(errors="replace").strip()[-500:]
+        raise ToolError(f"{shlex.join(argv)} exited {proc.returncode}: {tail}")
+    return elapsed
+
+
+def first_line(argv: list[str]) -> str:
+    """First line of a command's combined output ('unknown' when it cannot run)."""
+    try:
+        proc = subprocess.run(argv, capture_output=True, text=True, timeout=30)
+        text = (proc.stdout or proc.stderr).strip()
+        return text.splitlines()[0] if text else "unknown"
+    except (OSError, subprocess.TimeoutExpired):
+        return "unknown"
+
+
+def make_brevis_tool(brevis_bin: Path, overridden: bool) -> Tool:
+    """The subject: the brevis CLI, single threaded, with a byte-exact round trip check."""
+
+    def measure(entry: Entry, scratch: Path) -> Measurement:
+        archive = scratch / (entry.path.name + ".brv")
+        restore_dir = scratch / "restored"
+        restore_dir.mkdir()
+        m = Measurement(mode="--threads 1")
+        m.compress_s = timed_run([str(brevis_bin), "compress", str(entry.path), "-o", str(archive),
+                                  "--threads", "1"])
+        if not archive.is_file():
+            raise ToolError(f"brevis compress wrote no {archive.name}")
+        m.compressed_bytes = archive.stat().st_size
+        m.decompress_s = timed_run([str(brevis_bin), "decompress", str(archive), "-o", str(restore_dir)])
+        restored = restore_dir / entry.path.name
+        if not restored.is_file():
+            m.roundtrip = False
+            m.error = f"decompress did not restore {restored.name} (found: {sorted(os.listdir(restore_dir))})"
+        else:
+            m.roundtrip = sha256_file(restored) == entry.sha256
+        return m
+
+    rev = git_rev()
+    version = f"git {rev}"
+    reported = first_line([str(brevis_bin), "--version"])
+    if reported != "unknown" and "usage" not in reported.lower():
+        version += f" ({reported})"
+    version += f"; binary {brevis_bin}" + (" (BREVIS_BIN override)" if overridden else "")
+    return Tool("brevis", "brevis", version, measure)
+
+
+def stream_cli_tool(key: str, label: str, compress_argv: list[str], decompress_argv: list[str],
+                    version_argv: list[str]) -> Tool:
+    """A peer driven like ``zstd``/``xz``: ``ARGV FILE`` writes the compressed stream to stdout.
+
+    Compression and decompression are timed as whole process runs writing to a
+    file (decompression writes the restored file, as brevis does), and the
+    restored bytes are checked against the manifest SHA-256.
+    """
+
+    def measure(entry: Entry, scratch: Path) -> Measurement:
+        archive = scratch / "stream"
+        restored = scratch / "restored"
+        m = Measurement(mode=shlex.join(compress_argv))
+        m.compress_s = timed_run(compress_argv + [str(entry.path)], stdout_path=archive)
+        m.compressed_bytes = archive.stat().st_size
+        m.decompress_s = timed_run(decompress_argv + [str(archive)], stdout_path=restored)
+        m.roundtrip = sha256_file(restored) == entry.sha256
+        return m
+
+    return Tool(key, label, first_line(version_argv), measure)
+
+
+# ---- ZipNN ----------------------------------------------------------------
+
+#: ZipNN modes.  "file:<dtype>" compresses the whole file as one ZipNN byte stream
+#: of that element type (the trailing len % width bytes are counted as stored);
+#: "file:bytes" is ZipNN's only one-byte path (its FP8 path: Huffman on bytes);
+#: "tensors" is the safetensors-aware mode (see _zipnn_tensors).
+ZIPNN_WIDTH = {"float32": 4, "float16": 2, "bfloat16": 2, "bytes": 1}
+ZIPNN_BYTE_DTYPE = "float8_e4m3fn"
+ZIPNN_MODE_TEXT = {
+    "tensors": "safetensors per tensor: float tensors compressed in their own dtype (as ZipNN's "
+               "compress_safetensors script does), header and other tensors stored; no index charged",
+    "file:float32": "whole file as one float32 stream",
+    "file:float16": "whole file as one float16 stream",
+    "file:bfloat16": "whole file as one bfloat16 stream",
+    "file:bytes": "whole file as bytes (ZipNN's one-byte FP8 path; it has no int8/uint8 mode)",
+}
+
+
+def zipnn_candidate_modes(entry: Entry) -> list[str]:
+    """All ZipNN modes tried for a file, the one picked from the file type first:
+    per tensor for safetensors, else the whole file as its dominant float dtype,
+    else bytes.  The smallest verified result is reported."""
+    dominant = ZIPNN_FLOAT_DTYPE.get(entry.dominant_dtype)
+    modes = ["tensors"] if entry.container == "safetensors" else []
+    modes.append(f"file:{dominant}" if dominant in ZIPNN_WIDTH else "file:bytes")
+    for mode in ("file:float32", "file:float16", "file:bfloat16", "file:bytes"):
+        if mode not in modes:
+            modes.append(mode)
+    return modes
+
+
+def zipnn_primary_mode(entry: Entry) -> str:
+    """The mode a user would pick from the file type alone (see zipnn_candidate_modes)."""
+    return zipnn_candidate_modes(entry)[0]
+
+
+def make_zipnn_tool(python: str) -> Tool:
+    """ZipNN 0.5.4 run by :func:`zipnn_worker` in one subprocess per file.
+
+    Every candidate mode is verified (decompress and compare); the smallest
+    verified one is reported, with the mode, and all candidates go to
+    ``extra["candidates"]``.  When the worker dies (ZipNN can abort the process),
+    the mode it was on is recorded as crashed and the rest are retried in a fresh
+    process.
+    """
+
+    def measure(entry: Entry, scratch: Path) -> Measurement:
+        remaining = zipnn_candidate_modes(entry)
+        results: dict[str, dict] = {}
+        while remaining:
+            proc = subprocess.run(
+                [python, str(Path(__file__).resolve()), "_zipnn-worker", str(entry.path), *remaining],
+                capture_output=True, text=True, timeout=3600)
+            started = None
+            for line in proc.stdout.splitlines():
+                if not line.startswith("{"):
+                    continue
+                rec = json.loads(line)
+                if "start" in rec:
+                    started = rec["start"]
+                else:
+                    results[rec["mode"]] = rec
+            remaining = [m for m in remaining if m not in results]
+            if not remaining:
+                break
+            # The worker died (or skipped modes): blame the mode it had started, else the next one.
+            culprit = started if started in remaining else remaining[0]
+            how = (f"signal {signal.Signals(-proc.returncode).name}" if proc.returncode < 0
+                   else f"exit {proc.returncode}")
+            results[culprit] = {"mode": culprit,
+                                "error": f"worker died in this mode ({how}): {proc.stderr.strip()[-300:]}"}
+            remaining.remove(culprit)
+        candidates = [results[m] for m in zipnn_candidate_modes(entry)]
+        good = [c for c in candidates if c.get("roundtrip") is True]
+        if not good:
+            errors = "; ".join(f"{c['mode']}: {c.get('error') or 'round trip FAILED'}" for c in candidates)
+            return Measurement(roundtrip=False if any(c.get("roundtrip") is False for c in candidates) else None,
+                               error=f"no ZipNN mode verified ({errors})",
+                               extra={"primary_mode": zipnn_primary_mode(entry), "candidates": candidates})
+        best = min(good, key=lambda c: c["compressed_bytes"])
+        return Measurement(compressed_bytes=best["compressed_bytes"], compress_s=best["compress_s"],
+                           decompress_s=best["decompress_s"], roundtrip=True, mode=best["mode"],
+                           extra={"primary_mode": zipnn_primary_mode(entry), "candidates": candidates})
+
+    try:
+        from importlib.metadata import version as pkg_version
+        version = f"zipnn {pkg_version('zipnn')}"
+        if pkg_version("zipnn") != ZIPNN_PIN:
+            version += f" (WARNING: pinned {ZIPNN_PIN})"
+        version += f" (torch {pkg_version('torch')}, numpy {pkg_version('numpy')})"
+    except Exception as exc:  # noqa: BLE001 - report, the worker will fail loudly
+        version = f"zipnn not importable: {exc}"
+    return Tool("zipnn", "ZipNN", version, measure)
+
+
+def _zipnn_roundtrip(zipnn, buf: bytes, dtype: str) -> tuple[bytes, float, float, bool]:
+    """Compress ``buf`` as ``dtype`` (single threaded), decompress with a fresh
+    ZipNN object, and return (compressed, compress_s, decompress_s, equal)."""
+    work = bytearray(buf)  # ZipNN reorders its input buffer in place: hand it a private copy
+    z = zipnn.ZipNN(bytearray_dtype=dtype, threads=1)
+    t0 = time.perf_counter()
+    comp = z.compress(work)
+    tc = time.perf_counter() - t0
+    d = zipnn.ZipNN(threads=1)
+    t0 = time.perf_counter()
+    out = d.decompress(comp)
+    td = time.perf_counter() - t0
+    return bytes(comp), tc, td, memoryview(out) == memoryview(buf)
+
+
+def _zipnn_whole(zipnn, data: bytes, mode: str) -> dict:
+    """Whole file as one ZipNN stream.  Only the part whose length is a multiple of
+    the element width goes to ZipNN (0.5.4 corrupts its heap otherwise); the last
+    ``len % width`` bytes count as stored."""
+    name = mode.split(":", 1)[1]
+    dtype = ZIPNN_BYTE_DTYPE if name == "bytes" else name
+    n = len(data) - len(data) % ZIPNN_WIDTH[name]
+    comp, tc, td, ok = _zipnn_roundtrip(zipnn, data[:n], dtype)
+    return {"compressed_bytes": len(comp) + (len(data) - n), "compress_s": tc, "decompress_s": td,
+            "roundtrip": ok, "tail_stored": len(data) - n}
+
+
+def _zipnn_tensors(zipnn, data: bytes) -> dict:
+    """safetensors-aware ZipNN, as ZipNN's own compress_safetensors script does it:
+    every float tensor compressed on its own with its dtype, kept raw when that
+    does not shrink it; header and non-float tensors stored.  Counted size =
+    stored bytes + ZipNN blobs (no container index is charged, which favours ZipNN).
+    The file is reassembled from the pieces and compared byte for byte."""
+    st_dtype = {"F32": "float32", "F16": "float16", "BF16": "bfloat16",
+                "F8_E4M3": "float8_e4m3fn", "F8_E5M2": "float8_e5m2"}
+    hlen = int.from_bytes(data[:8], "little")
+    header = json.loads(data[8:8 + hlen])
+    base = 8 + hlen
+    spans = sorted((base + v["data_offsets"][0], base + v["data_offsets"][1], v["dtype"])
+                   for k, v in header.items() if k != "__metadata__")
+    pieces: list[tuple[bytes, bool]] = [(data[:base], False)]  # (bytes, is_zipnn_blob)
+    pos, tc_sum, td_sum, ok, n_comp = base, 0.0, 0.0, True, 0
+    restored = [data[:base]]
+    for start, end, dt in spans:
+        if start > pos:  # gap between tensors: stored
+            pieces.append((data[pos:start], False))
+            restored.append(data[pos:start])
+        seg = data[start:end]
+        dtype = st_dtype.get(dt)
+        if dtype is None or not seg:
+            pieces.append((seg, False))
+            restored.append(seg)
+        else:
+            comp, tc, td, eq = _zipnn_roundtrip(zipnn, seg, dtype)
+            tc_sum += tc
+            td_sum += td
+            ok &= eq
+            if len(comp) < len(seg):
+                pieces.append((comp, True))
+                n_comp += 1
+            else:
+                pieces.append((seg, False))
+            restored.append(seg if eq else b"")
+        pos = max(pos, end)
+    pieces.append((data[pos:], False))
+    restored.append(data[pos:])
+    ok &= b"".join(restored) == data
+    return {"compressed_bytes": sum(len(p) for p, _ in pieces), "compress_s": tc_sum,
+            "decompress_s": td_sum, "roundtrip": ok, "tensors_compressed": n_comp,
+            "tensors": len(spans)}
+
+
+def zipnn_worker(path: str, modes: list[str]) -> int:
+    """Subprocess entry: run each ZipNN mode on ``path``, print one JSON line per mode."""
+    import warnings
+
+    warnings.filterwarnings("ignore")  # torch.jit deprecation noise on import
+    import zipnn  # noqa: PLC0415 - only the worker needs ZipNN (and torch)
+
+    data = Path(path).read_bytes()
+    for mode in modes:
+        print(json.dumps({"start": mode}), flush=True)
+        try:
+            rec = _zipnn_tensors(zipnn, data) if mode == "tensors" else _zipnn_whole(zipnn, data, mode)
+        except Exception as exc:  # noqa: BLE001 - recorded per mode
+            rec = {"error": f"{type(exc).__name__}: {exc}"}
+        rec["mode"] = mode
+        print(json.dumps(rec), flush=True)
+    return 0
+
+
+# ---- tool table -----------------------------------------------------------
+
+#: Peers, in column order.  Each factory returns a Tool; add new peers here.
+PEER_FACTORIES: list[Callable[[], Tool]] = [
+    lambda: stream_cli_tool("zstd19", "zstd-19", ["zstd", "-19", "-T1", "-q", "-c"],
+                            ["zstd", "-d", "-q", "-c"], ["zstd", "--version"]),
+    lambda: stream_cli_tool("xz9", "xz-9", ["xz", "-9", "-T1", "-c"],
+                            ["xz", "-d", "-T1", "-c"], ["xz", "--version"]),
+    lambda: make_zipnn_tool(sys.executable),
+]
+
+
+def build_tools(brevis_bin: Path, overridden: bool, only: Iterable[str] | None = None) -> list[Tool]:
+    """brevis first, then every peer; ``only`` restricts to the given keys."""
+    tools = [make_brevis_tool(brevis_bin, overridden)] + [f() for f in PEER_FACTORIES]
+    if only:
+        wanted = set(only)
+        tools = [t for t in tools if t.key in wanted]
+    return tools
+
+
+# --------------------------------------------------------------------------
+# Running
+# --------------------------------------------------------------------------
+
+
+def git_rev() -> str:
+    """Short git revision of the repo, or 'uncommitted' when there is none."""
+    try:
+        proc = subprocess.run(["git", "-C", str(REPO), "rev-parse", "--short", "HEAD"],
+                              capture_output=True, text=True, timeout=30)
+    except OSError:
+        return "uncommitted"
+    return proc.stdout.strip() if proc.returncode == 0 and proc.stdout.strip() else "uncommitted"
+
+
+def machine_info() -> dict:
+    """nproc, CPU model, memory, kernel and Python of this machine."""
+    cpu = "unknown"
+    mem_kb = None
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+        for line in Path("/proc/meminfo").read_text().splitlines():
+            if line.startswith("MemTotal:"):
+                mem_kb = int(line.split()[1])
+                break
+    except OSError:
+        pass
+    nproc = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    return {"nproc": nproc, "cpu": cpu,
+            "memory_gib": round(mem_kb / 1024 / 1024, 1) if mem_kb else None,
+            "kernel": platform.release(), "python": platform.python_version()}
+
+
+def run_file(entry: Entry, tools: list[Tool]) -> dict:
+    """Measure one file with every tool (each in its own scratch dir, removed afterwards)."""
+    record = {"file": entry.file, "dtype_class": entry.dtype_class, "derived": entry.derived,
+              "container": entry.container, "dtype_mix": entry.dtype_mix,
+              "original_bytes": entry.size, "sha256": entry.sha256, "tools": {}}
+    actual = entry.path.stat().st_size if entry.path.is_file() else None
+    if actual != entry.size:
+        record["error"] = f"corpus file missing or wrong size ({actual} != {entry.size})"
+        return record
+    for tool in tools:
+        scratch = WORK_DIR / tool.key
+        shutil.rmtree(scratch, ignore_errors=True)
+        scratch.mkdir(parents=True)
+        try:
+            m = tool.measure(entry, scratch)
+        except (ToolError, OSError, subprocess.SubprocessError, ValueError) as exc:
+            m = Measurement(error=str(exc))
+        finally:
+            shutil.rmtree(scratch, ignore_errors=True)
+        record["tools"][tool.key] = dataclasses.asdict(m)
+        status = ("FAIL" if m.roundtrip is False else "ok") if m.error is None else "ERROR"
+        size = f"{m.compressed_bytes:>12,}" if m.compressed_bytes is not None else " " * 12
+        print(f"    {tool.label:<8} {size} B  {status}"
+              + (f"  [{m.mode}]" if tool.key == "zipnn" and m.mode else "")
+              + (f"  {m.error}" if m.error else ""), file=sys.stderr, flush=True)
+    return record
+
+
+def pooled(files: list[dict], tools: list[Tool]) -> list[dict]:
+    """Per dtype class (plus 'All native' and 'All files'): summed original and
+    compressed bytes per tool.  A tool missing on any file of a group gets None."""
+    groups: dict[str, list[dict]] = {}
+    for f in files:
+        groups.setdefault(f["dtype_class"], []).append(f)
+
+    def rank(name: str) -> tuple:
+        base = name.replace(" (derived)", "")
+        order = CLASS_ORDER.index(base) if base in CLASS_ORDER else len(CLASS_ORDER)
+        return (name.endswith("(derived)"), order, name)
+
+    rows = [(name, groups[name]) for name in sorted(groups, key=rank)]
+    native = [f for f in files if not f["derived"]]
+    if native and len(native) != len(files):
+        rows.append(("All native", native))
+    rows.append(("All files", files))
+    out = []
+    for name, members in rows:
+        row = {"class": name, "files": len(members),
+               "original_bytes": sum(f["original_bytes"] for f in members), "compressed_bytes": {}}
+        for t in tools:
+            sizes = [f["tools"].get(t.key) for f in members]
+            good = all(s and s["error"] is None and s["compressed_bytes"] is not None
+                       and s["roundtrip"] is not False for s in sizes)
+            row["compressed_bytes"][t.key] = sum(s["compressed_bytes"] for s in sizes) if good else None
+        out.append(row)
+    return out
+
+
+# --------------------------------------------------------------------------
+# Report
+# --------------------------------------------------------------------------
+
+
+def _ratio(orig: int, comp: int | None) -> str:
+    return f"{orig / comp:.3f}" if comp else "—"
+
+
+def _smaller(ours: int | None, theirs: int | None) -> str:
+    """'% smaller' of ours vs theirs (negative: ours is larger)."""
+    return f"{(1 - ours / theirs) * 100:+.1f}%" if ours and theirs else "—"
+
+
+def _speed(nbytes: int, seconds: float | None) -> str:
+    if not seconds:
+        return "—"
+    v = nbytes / MB / seconds
+    return f"{v:.0f}" if v >= 100 else f"{v:.1f}"
+
+
+def _size_of(rec: dict, key: str) -> int | None:
+    m = rec["tools"].get(key)
+    return m["compressed_bytes"] if m and m["error"] is None and m["roundtrip"] is not False else None
+
+
+def _time_of(rec: dict, key: str, which: str) -> float | None:
+    m = rec["tools"].get(key)
+    return m[which] if m and m["error"] is None else None
+
+
+def zipnn_primary_mode_of(rec: dict) -> str:
+    """The by-file-type ZipNN mode recorded for a results.json file record."""
+    return rec["tools"]["zipnn"]["extra"].get("primary_mode", "—")
+
+
+def render_markdown(results: dict, tools: list[Tool]) -> str:
+    """RESULTS.md text from the results dict."""
+    keys = {t.key for t in tools}
+    mi = results["machine"]
+    lines = [
+        "# Brevis benchmark results",
+        "",
+        "Generated by `bench/bench.py` (overwritten on every run; raw numbers in `bench/results.json`).",
+        "",
+        f"- Command: `{results['command']}`",
+        f"- Date: {results['date']} (run took {results['elapsed_s'] / 60:.1f} min)",
+        f"- Machine: nproc {mi['nproc']}, {mi['cpu']}, {mi['memory_gib']} GiB RAM, "
+        f"Linux {mi['kernel']}, Python {mi['python']}",
+        f"- Corpus: `{results['corpus']}` ({len(results['files'])} files"
+        + (", --quick" if results["quick"] else "")
+        + (f", filters {results['filters']}" if results["filters"] else "") + ")",
+        "- Versions:",
+    ]
+    lines += [f"  - {t.label}: {t.version}" for t in tools]
+    lines += [
+        "",
+        "Ratio = original / compressed (higher is better). \"% smaller\" = 1 − brevis/peer "
+        "(negative: brevis is larger). Speeds are MB/s (10^6 bytes) of *original* data, wall "
+        "time, single threaded (brevis `--threads 1`, `zstd -T1`, `xz -T1`, ZipNN `threads=1`). "
+        "CLI times are whole process runs writing the output file; ZipNN times are its "
+        "`compress()`/`decompress()` calls in memory. Files marked † are derived stand-ins, "
+        "not native checkpoints.",
+        "",
+        "## Per file",
+        "",
+        "| file | dtype class | orig MB | brevis | zstd-19 | xz-9 | ZipNN | brevis vs zstd-19 "
+        "| brevis vs ZipNN | brevis round trip | brevis c MB/s | brevis d MB/s | ZipNN c MB/s "
+        "| ZipNN d MB/s | zstd-19 d MB/s |",
+        "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | :---: | ---: | ---: | ---: "
+        "| ---: | ---: |",
+    ]
+    for f in results["files"]:
+        o = f["original_bytes"]
+        b = f["tools"].get("brevis")
+        if f.get("error"):
+            rt = "ERROR"
+        elif b is None:
+            rt = "—"
+        elif b["error"] and b["roundtrip"] is not False:
+            rt = "ERROR"
+        else:
+            rt = "PASS" if b["roundtrip"] else "FAIL"
+        name = f["file"] + (" †" if f["derived"] else "")
+        lines.append(
+            f"| `{name}` | {f['dtype_class']} | {o / MB:.1f} | {_ratio(o, _size_of(f, 'brevis'))} "
+            f"| {_ratio(o, _size_of(f, 'zstd19'))} | {_ratio(o, _size_of(f, 'xz9'))} "
+            f"| {_ratio(o, _size_of(f, 'zipnn'))} "
+            f"| {_smaller(_size_of(f, 'brevis'), _size_of(f, 'zstd19'))} "
+            f"| {_smaller(_size_of(f, 'brevis'), _size_of(f, 'zipnn'))} | {rt} "
+            f"| {_speed(o, _time_of(f, 'brevis', 'compress_s'))} "
+            f"| {_speed(o, _time_of(f, 'brevis', 'decompress_s'))} "
+            f"| {_speed(o, _time_of(f, 'zipnn', 'compress_s'))} "
+            f"| {_speed(o, _time_of(f, 'zipnn', 'decompress_s'))} "
+            f"| {_speed(o, _time_of(f, 'zstd19', 'decompress_s'))} |")
+
+    lines += ["", "## Pooled per dtype class", "",
+              "Sum of original bytes / sum of compressed bytes per tool (— when a tool failed on a file "
+              "of the group).", "",
+              "| dtype class | files | orig MB | " + " | ".join(t.label for t in tools)
+              + (" | brevis vs zstd-19" if {"brevis", "zstd19"} <= keys else "")
+              + (" | brevis vs ZipNN" if {"brevis", "zipnn"} <= keys else "") + " |",
+              "| --- | ---: | ---: | " + " | ".join("---:" for _ in tools)
+              + (" | ---:" if {"brevis", "zstd19"} <= keys else "")
+              + (" | ---:" if {"brevis", "zipnn"} <= keys else "") + " |"]
+    for row in results["pooled"]:
+        cb = row["compressed_bytes"]
+        cells = [_ratio(row["original_bytes"], cb.get(t.key)) for t in tools]
+        if {"brevis", "zstd19"} <= keys:
+            cells.append(_smaller(cb.get("brevis"), cb.get("zstd19")))
+        if {"brevis", "zipnn"} <= keys:
+            cells.append(_smaller(cb.get("brevis"), cb.get("zipnn")))
+        label = f"**{row['class']}**" if row["class"].startswith("All") else row["class"]
+        lines.append(f"| {label} | {row['files']} | {row['original_bytes'] / MB:.1f} | "
+                     + " | ".join(cells) + " |")
+
+    if "zipnn" in keys:
+        lines += ["", "## ZipNN mode per file", "",
+                  "ZipNN 0.5.4 has no mode for whole model containers, so every file is tried in each "
+                  "of these modes, every result is verified (decompress and compare), and the smallest "
+                  "verified one is reported:", ""]
+        lines += [f"- `{k}`: {v}" for k, v in ZIPNN_MODE_TEXT.items()]
+        lines += ["",
+                  "Whole-file modes hand ZipNN only the part whose length is a multiple of the element "
+                  "width (0.5.4 corrupts its heap otherwise) and count the 1–3 trailing bytes as stored. "
+                  "\"by file type\" is the mode one would pick without trying: per tensor for "
+                  "safetensors, else the dominant float dtype of the manifest, else bytes. ZipNN runs "
+                  "with its defaults otherwise (method AUTO, 256 KiB chunks), `threads=1`.",
+                  "",
+                  "| file | reported mode | by file type | size per mode (bytes) |",
+                  "| --- | --- | --- | --- |"]
+        for f in results["files"]:
+            z = f["tools"].get("zipnn")
+            if not z:
+                continue
+            cands = z["extra"].get("candidates", [])
+            sizes = ", ".join(
+                f"{c['mode']} {c['compressed_bytes']:,}" + ("" if c.get("roundtrip") else " (FAILED)")
+                if c.get("compressed_bytes") is not None else f"{c['mode']} error" for c in cands)
+            mode = f"`{z['mode']}`" if z["mode"] else f"— ({z['error']})"
+            lines.append(f"| `{f['file']}` | {mode} | `{zipnn_primary_mode_of(f)}` | {sizes} |")
+
+    problems = []
+    for f in results["files"]:
+        if f.get("error"):
+            problems.append(f"- `{f['file']}`: {f['error']}")
+        for key, m in f["tools"].items():
+            if m["error"] or m["roundtrip"] is False:
+                problems.append(f"- `{f['file']}` / {key}: "
+                                + (m["error"] or "round trip FAILED (restored bytes differ)"))
+    lines += ["", "## Failures", ""] + (problems or ["None: every tool restored every file byte for byte."])
+    lines += ["", "## Caveats", "",
+              "- `all-minilm-l6-v2-derived/*` (†, classes `… (derived)`) are FP32 weights rounded to "
+              "BF16/FP16/FP8 by `shared/corpus/derive.py`: stand-ins, not native checkpoints. Their "
+              "low mantissa bits and exponents do not look like natively trained or quantised weights; "
+              "treat those numbers as indicative only.",
+              "- Timings are single runs on a possibly shared machine; small files have noisy speeds.",
+              ""]
+    return "\n".join(lines)
+
+
+def write_outputs(results: dict, tools: list[Tool]) -> None:
+    """Write results.json and RESULTS.md."""
+    RESULTS_JSON.write_text(json.dumps(results, indent=1) + "\n", encoding="utf-8")
+    RESULTS_MD.write_text(render_markdown(results, tools), encoding="utf-8")
+
+
+def file_failed_brevis(rec: dict) -> bool:
+    """True when the file could not be measured or brevis errored / did not restore it exactly."""
+    if rec.get("error"):
+        return True
+    m = rec["tools"].get("brevis")
+    return m is not None and not (m["error"] is None and m["roundtrip"] is True)
+
+
+def main(argv: list[str]) -> int:
+    """Parse arguments, measure every selected file, write the reports, return the exit status."""
+    if argv and argv[0] == "_zipnn-worker":
+        return zipnn_worker(argv[1], argv[2:])
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--quick", action="store_true",
+                    help=f"only small files (< {QUICK_MAX_BYTES // MB} MB, plus {', '.join(QUICK_ALWAYS)}*)")
+    ap.add_argument("--tools", help="comma-separated tool keys to run (default: all: "
+                                    "brevis,zstd19,xz9,zipnn)")
+    ap.add_argument("filters", nargs="*", help="keep files whose manifest path contains any of these")
+    args = ap.parse_args(argv)
+
+    corpus = Path(os.environ.get("BREVIS_CORPUS") or DEFAULT_CORPUS)
+    brevis_bin = Path(os.environ.get("BREVIS_BIN") or DEFAULT_BREVIS)
+    command = os.environ.get("BREVIS_BENCH_CMD") or shlex.join(["python", "bench/bench.py", *argv])
+
+    entries = select_entries(load_manifest(corpus), args.quick, args.filters)
+    if not entries:
+        print("no corpus file matches the selection", file=sys.stderr)
+        return 2
+    tools = build_tools(brevis_bin, "BREVIS_BIN" in os.environ,
+                        args.tools.split(",") if args.tools else None)
+
+    results = {"command": command,
+               "date": _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC"),
+               "machine": machine_info(), "versions": {t.key: t.version for t in tools},
+               "corpus": str(corpus), "quick": args.quick, "filters": args.filters,
+               "files": [], "pooled": [], "elapsed_s": 0.0}
+    t0 = time.perf_counter()
+    for i, entry in enumerate(entries, 1):
+        print(f"[{i}/{len(entries)}] {entry.file} ({entry.size / MB:.1f} MB, {entry.dtype_class})",
+              file=sys.stderr, flush=True)
+        results["files"].append(run_file(entry, tools))
+        results["elapsed_s"] = time.perf_counter() - t0
+        RESULTS_JSON.write_text(json.dumps(results, indent=1) + "\n", encoding="utf-8")  # partial
+    results["pooled"] = pooled(results["files"], tools)
+    results["elapsed_s"] = time.perf_counter() - t0
+    write_outputs(results, tools)
+    shutil.rmtree(WORK_DIR, ignore_errors=True)
+    if WORK_DIR.parent.is_dir() and not any(WORK_DIR.parent.iterdir()):
+        WORK_DIR.parent.rmdir()
+    print(f"wrote {RESULTS_MD} and {RESULTS_JSON} ({results['elapsed_s'] / 60:.1f} min)", file=sys.stderr)
+
+    brevis_failed = any(file_failed_brevis(f) for f in results["files"])
+    peer_failed = any(not Measurement(**m).ok for f in results["files"]
+                      for k, m in f["tools"].items() if k != "brevis")
+    if brevis_failed:
+        print("FAIL: brevis failed or did not round-trip at least one file (see RESULTS.md)", file=sys.stderr)
+        return 1
+    if peer_failed:
+        print("WARNING: a peer failed on at least one file (see RESULTS.md)", file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

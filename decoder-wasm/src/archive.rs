@@ -1,0 +1,342 @@
+//! Whole archives in memory: decode everything ([`decode_all`]), or open the
+//! index ([`Archive::open`]) and decode one file or one tensor alone.
+
+use alloc::string::String;
+use alloc::vec::Vec;
+
+use brevis_format::archive::{
+    check_header, open_record, parse_end, parse_index, FileRecord, RecordHead, RecordKind, SegmentKind, SegmentRecord,
+    END_LEN, HEADER_LEN,
+};
+use brevis_format::FormatError;
+use sha2::{Digest, Sha256};
+
+use crate::error::{DecodeError, Location};
+use crate::exec::decode_chunk_into;
+use crate::stream::{Event, StreamDecoder};
+use crate::DecodeLimits;
+
+/// A file rebuilt from an archive, its SHA-256 verified.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct DecodedFile {
+    /// Relative path.
+    pub path: String,
+    /// The file's bytes.
+    pub data: Vec<u8>,
+    /// Its SHA-256.
+    pub sha256: [u8; 32],
+}
+
+/// Decodes every file of an archive held in memory, verifying every record,
+/// the index, each chunk's checksum and each file's SHA-256.
+pub fn decode_all(archive: &[u8], limits: &DecodeLimits) -> Result<Vec<DecodedFile>, DecodeError> {
+    let mut dec = StreamDecoder::new(*limits);
+    let mut files = Vec::new();
+    let mut current: Option<DecodedFile> = None;
+    // Feed record-sized pieces so the decoder's buffer never holds the whole archive twice.
+    let mut fed = 0usize;
+    loop {
+        match dec.next_event()? {
+            Some(Event::FileStart { path, size }) => {
+                let cap = usize::try_from(size).unwrap_or(0).min(archive.len().saturating_mul(64));
+                current = Some(DecodedFile {
+                    path,
+                    data: Vec::with_capacity(cap),
+                    sha256: [0; 32],
+                });
+            }
+            Some(Event::Data(d)) => {
+                if let Some(f) = current.as_mut() {
+                    f.data.extend_from_slice(&d);
+                }
+            }
+            Some(Event::FileEnd { sha256, .. }) => {
+                if let Some(mut f) = current.take() {
+                    f.sha256 = sha256;
+                    files.push(f);
+                }
+            }
+            Some(Event::SegmentStart { .. } | Event::SegmentEnd) => {}
+            Some(Event::End) => {}
+            None => {
+                if fed == archive.len() {
+                    dec.finish()?;
+                    return Ok(files);
+                }
+                let n = (archive.len() - fed).min(1 << 20);
+                dec.push(&archive[fed..fed + n]);
+                fed += n;
+            }
+        }
+    }
+}
+
+/// Where one chunk is.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ChunkInfo {
+    /// Offset of the chunk record in the archive.
+    pub offset: u64,
+    /// Bytes of the record, framing included.
+    pub record_len: u64,
+    /// Bytes it decodes to.
+    pub decoded_len: u64,
+}
+
+/// One segment of a file, with its chunks.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SegmentInfo {
+    /// Tensor name or opaque label.
+    pub name: String,
+    /// Opaque or tensor (dtype, shape).
+    pub kind: SegmentKind,
+    /// Decoded bytes.
+    pub len: u64,
+    /// Offset of the segment's first byte in the rebuilt file.
+    pub file_offset: u64,
+    /// Its chunks, in order.
+    pub chunks: Vec<ChunkInfo>,
+}
+
+/// One file in the archive.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct FileInfo {
+    /// Relative path.
+    pub path: String,
+    /// Decoded size.
+    pub size: u64,
+    /// SHA-256 of the rebuilt file.
+    pub sha256: [u8; 32],
+    /// Its segments, in order.
+    pub segments: Vec<SegmentInfo>,
+}
+
+/// An archive opened through its index, for random access.
+pub struct Archive<'a> {
+    data: &'a [u8],
+    files: Vec<FileInfo>,
+    limits: DecodeLimits,
+}
+
+impl<'a> Archive<'a> {
+    /// Reads the END record, the index and every FILE and SEGMENT record, and
+    /// checks that they describe a consistent archive. Chunk records are only
+    /// located here; they are checked when decoded.
+    pub fn open(data: &'a [u8], limits: DecodeLimits) -> Result<Self, DecodeError> {
+        check_header(data)?;
+        let len = data.len() as u64;
+        if data.len() < HEADER_LEN + END_LEN {
+            return Err(FormatError::Truncated {
+                what: "archive (shorter than header and END record)",
+            }
+            .into());
+        }
+        let end_at = data.len() - END_LEN;
+        let at = |offset: u64| Location {
+            offset: Some(offset),
+            ..Location::default()
+        };
+        let (head, body) = open_record(&data[end_at..]).map_err(|e| DecodeError::new(e).at(&at(end_at as u64)))?;
+        if head.kind != RecordKind::End {
+            return Err(DecodeError::new(FormatError::Invalid {
+                what: "last record (not END)",
+            })
+            .at(&at(end_at as u64)));
+        }
+        let index_offset = parse_end(body, len)?;
+        let index_at = usize::try_from(index_offset).unwrap_or(usize::MAX);
+        let (head, body) = open_record(data.get(index_at..end_at).unwrap_or(&[]))
+            .map_err(|e| DecodeError::new(e).at(&at(index_offset)))?;
+        if head.kind != RecordKind::Index || index_at + head.total_len() != end_at {
+            return Err(DecodeError::new(FormatError::Invalid { what: "index record" }).at(&at(index_offset)));
+        }
+        let entries = parse_index(body, index_offset)?;
+
+        let mut files: Vec<FileInfo> = Vec::new();
+        let mut segs_left = 0u64;
+        let mut chunks_left = 0u64;
+        let mut expected_next = HEADER_LEN as u64;
+        let mut output_total = 0u64;
+        for e in &entries {
+            let loc = at(e.offset);
+            if e.offset != expected_next {
+                return Err(DecodeError::new(FormatError::Invalid {
+                    what: "index (records not contiguous)",
+                })
+                .at(&loc));
+            }
+            let rec = &data[e.offset as usize..index_at];
+            let head = RecordHead::parse(rec).map_err(|er| DecodeError::new(er).at(&loc))?;
+            if head.kind != e.kind || head.total_len() > rec.len() {
+                return Err(DecodeError::new(FormatError::Invalid {
+                    what: "index entry (kind or length)",
+                })
+                .at(&loc));
+            }
+            expected_next = e.offset + head.total_len() as u64;
+            match e.kind {
+                RecordKind::File => {
+                    if segs_left != 0 || chunks_left != 0 {
+                        return Err(DecodeError::new(FormatError::Invalid { what: "record order" }).at(&loc));
+                    }
+                    let (_, body) = open_record(rec).map_err(|er| DecodeError::new(er).at(&loc))?;
+                    let f = FileRecord::parse(body).map_err(|er| DecodeError::new(er).at(&loc))?;
+                    output_total = output_total.saturating_add(f.size);
+                    if output_total > limits.max_output_bytes {
+                        return Err(DecodeError::new(FormatError::LimitExceeded {
+                            limit: "output bytes",
+                            requested: output_total,
+                            allowed: limits.max_output_bytes,
+                        }));
+                    }
+                    segs_left = f.segments;
+                    files.push(FileInfo {
+                        path: f.path,
+                        size: f.size,
+                        sha256: f.sha256,
+                        segments: Vec::new(),
+                    });
+                }
+                RecordKind::Segment => {
+                    let file = files.last_mut().filter(|_| segs_left > 0 && chunks_left == 0);
+                    let file =
+                        file.ok_or_else(|| DecodeError::new(FormatError::Invalid { what: "record order" }).at(&loc))?;
+                    let (_, body) = open_record(rec).map_err(|er| DecodeError::new(er).at(&loc))?;
+                    let s = SegmentRecord::parse(body).map_err(|er| DecodeError::new(er).at(&loc))?;
+                    let file_offset = file.segments.last().map(|p| p.file_offset + p.len).unwrap_or(0);
+                    if file_offset.checked_add(s.len).is_none_or(|end| end > file.size) {
+                        return Err(DecodeError::new(FormatError::Invalid {
+                            what: "segment length (beyond its file)",
+                        })
+                        .at(&loc));
+                    }
+                    segs_left -= 1;
+                    chunks_left = s.chunks;
+                    file.segments.push(SegmentInfo {
+                        name: s.name,
+                        kind: s.kind,
+                        len: s.len,
+                        file_offset,
+                        chunks: Vec::new(),
+                    });
+                }
+                RecordKind::Chunk => {
+                    let seg = files
+                        .last_mut()
+                        .and_then(|f| f.segments.last_mut())
+                        .filter(|_| chunks_left > 0);
+                    let seg =
+                        seg.ok_or_else(|| DecodeError::new(FormatError::Invalid { what: "record order" }).at(&loc))?;
+                    chunks_left -= 1;
+                    seg.chunks.push(ChunkInfo {
+                        offset: e.offset,
+                        record_len: head.total_len() as u64,
+                        decoded_len: e.decoded_len,
+                    });
+                    if chunks_left == 0 && seg.chunks.iter().map(|c| c.decoded_len).sum::<u64>() != seg.len {
+                        return Err(DecodeError::new(FormatError::Invalid {
+                            what: "chunk lengths (do not add up to the segment's)",
+                        })
+                        .at(&loc));
+                    }
+                }
+                RecordKind::Index | RecordKind::End => unreachable_kind()?,
+            }
+        }
+        if segs_left != 0 || chunks_left != 0 || expected_next != index_offset {
+            return Err(FormatError::Invalid {
+                what: "index (archive structure incomplete)",
+            }
+            .into());
+        }
+        for f in &files {
+            if f.segments.iter().map(|s| s.len).sum::<u64>() != f.size {
+                return Err(DecodeError::new(FormatError::Invalid {
+                    what: "file size (segments do not add up)",
+                })
+                .at(&Location {
+                    file: Some(f.path.clone()),
+                    ..Location::default()
+                }));
+            }
+        }
+        Ok(Archive { data, files, limits })
+    }
+
+    /// The files, in archive order.
+    pub fn files(&self) -> &[FileInfo] {
+        &self.files
+    }
+
+    /// The first tensor (or opaque segment) named `name`, with its file.
+    pub fn find_segment(&self, name: &str) -> Option<(&FileInfo, &SegmentInfo)> {
+        self.files
+            .iter()
+            .find_map(|f| f.segments.iter().find(|s| s.name == name).map(|s| (f, s)))
+    }
+
+    /// The body of a chunk record, its checksum verified.
+    pub fn chunk_body(&self, chunk: &ChunkInfo) -> Result<&'a [u8], DecodeError> {
+        let start = chunk.offset as usize;
+        let rec = self.data.get(start..start + chunk.record_len as usize).unwrap_or(&[]);
+        let (_, body) = open_record(rec).map_err(|e| {
+            DecodeError::new(e).at(&Location {
+                offset: Some(chunk.offset),
+                ..Location::default()
+            })
+        })?;
+        Ok(body)
+    }
+
+    /// Decodes one segment (a tensor's raw bytes), checking each chunk.
+    pub fn read_segment(&self, file: &FileInfo, seg: &SegmentInfo) -> Result<Vec<u8>, DecodeError> {
+        let mut out = Vec::with_capacity(seg.len as usize);
+        for (i, c) in seg.chunks.iter().enumerate() {
+            let loc = Location {
+                offset: Some(c.offset),
+                file: Some(file.path.clone()),
+                segment: Some(seg.name.clone()),
+                chunk: Some(i as u64),
+            };
+            let body = self.chunk_body(c).map_err(|e| e.at(&loc))?;
+            let before = out.len();
+            decode_chunk_into(body, &self.limits.program, &mut out).map_err(|e| DecodeError::new(e).at(&loc))?;
+            if (out.len() - before) as u64 != c.decoded_len {
+                return Err(DecodeError::new(FormatError::LengthMismatch {
+                    what: "chunk length (against the index)",
+                    expected: c.decoded_len,
+                    found: (out.len() - before) as u64,
+                })
+                .at(&loc));
+            }
+        }
+        Ok(out)
+    }
+
+    /// Decodes a whole file and checks its SHA-256.
+    pub fn read_file(&self, file: &FileInfo) -> Result<Vec<u8>, DecodeError> {
+        let mut out = Vec::with_capacity(file.size as usize);
+        for seg in &file.segments {
+            out.extend_from_slice(&self.read_segment(file, seg)?);
+        }
+        let digest: [u8; 32] = Sha256::digest(&out).into();
+        if digest != file.sha256 {
+            return Err(DecodeError::new(FormatError::Checksum {
+                what: "file SHA-256",
+                stored: u64::from_be_bytes(file.sha256[..8].try_into().unwrap_or([0; 8])),
+                computed: u64::from_be_bytes(digest[..8].try_into().unwrap_or([0; 8])),
+            })
+            .at(&Location {
+                file: Some(file.path.clone()),
+                ..Location::default()
+            }));
+        }
+        Ok(out)
+    }
+}
+
+fn unreachable_kind() -> Result<(), DecodeError> {
+    Err(FormatError::Invalid {
+        what: "index entry kind",
+    }
+    .into())
+}

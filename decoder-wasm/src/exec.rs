@@ -1,0 +1,183 @@
+//! Running programs: evaluate the tree bottom-up into the root stream, then
+//! write its words as little-endian bytes.
+
+use alloc::vec::Vec;
+
+use brevis_format::archive::{chunk_checksum, ChunkRecord};
+use brevis_format::program::{self, Limits, Node, Type};
+use brevis_format::stream::{Stream, Words};
+use brevis_format::{wire, with_words, with_words_mut, FormatError, Result};
+
+/// Evaluates a type-checked program into its stream.
+///
+/// The caller must have run [`Node::check`] with limits (as [`program::parse`]
+/// does), which bounds every count by the root's and the total memory.
+pub fn eval(node: &Node) -> Result<Stream> {
+    match node {
+        Node::Lit {
+            width,
+            count,
+            encoding,
+            payload,
+        } => wire::decode(*encoding, *width, to_usize(*count)?, payload),
+        Node::Const { width, count, value } => {
+            let mut s = Stream::zeros(*width, to_usize(*count)?)?.into_words();
+            with_words_mut!(&mut s, w => w.fill(brevis_format::Word::from_u64(*value)));
+            Stream::new(*width, s)
+        }
+        Node::Concat(children) => {
+            let mut parts = Vec::with_capacity(children.len());
+            for c in children {
+                parts.push(eval(c)?);
+            }
+            let width = parts.first().map(|p| p.width()).unwrap_or(8);
+            let total = parts.iter().map(|p| p.len()).sum();
+            let mut out = Stream::zeros(width, 0)?.into_words();
+            with_words_mut!(&mut out, o => o.reserve_exact(total));
+            for p in parts {
+                append(&mut out, p.into_words())?;
+            }
+            Stream::new(width, out)
+        }
+        Node::Repeat { times, child } => {
+            let c = eval(child)?;
+            let width = c.width();
+            let words = c.into_words();
+            let times = to_usize(*times)?;
+            let out = with_words!(words, w => {
+                let mut v = Vec::with_capacity(w.len() * times);
+                for _ in 0..times {
+                    v.extend_from_slice(&w);
+                }
+                wrap(v)
+            });
+            Stream::new(width, out)
+        }
+        Node::Map { op, child } => {
+            let c = eval(child)?;
+            let width = c.width();
+            let mut words = c.into_words();
+            with_words_mut!(&mut words, w => op.apply(width, w));
+            Stream::new(width, words)
+        }
+        Node::Scan { op, stride, child } => {
+            let c = eval(child)?;
+            let width = c.width();
+            let mut words = c.into_words();
+            let stride = usize::try_from(*stride).unwrap_or(usize::MAX);
+            with_words_mut!(&mut words, w => op.apply(width, stride, w));
+            Stream::new(width, words)
+        }
+        Node::Merge { op, children } => {
+            let mut parts = Vec::with_capacity(children.len());
+            for c in children {
+                parts.push(eval(c)?);
+            }
+            let width = op.check()?;
+            let len = parts.first().map(|p| p.len()).unwrap_or(0);
+            let mut out = Stream::zeros(width, len)?.into_words();
+            with_words_mut!(&mut out, o => op.apply(&parts, o))?;
+            Stream::new(width, out)
+        }
+    }
+}
+
+/// Conversion of container vectors back into [`Words`].
+trait IntoWords {
+    fn into_words(self) -> Words;
+}
+impl IntoWords for Vec<u8> {
+    fn into_words(self) -> Words {
+        Words::U8(self)
+    }
+}
+impl IntoWords for Vec<u16> {
+    fn into_words(self) -> Words {
+        Words::U16(self)
+    }
+}
+impl IntoWords for Vec<u32> {
+    fn into_words(self) -> Words {
+        Words::U32(self)
+    }
+}
+impl IntoWords for Vec<u64> {
+    fn into_words(self) -> Words {
+        Words::U64(self)
+    }
+}
+fn wrap<V: IntoWords>(v: V) -> Words {
+    v.into_words()
+}
+
+fn append(out: &mut Words, part: Words) -> Result<()> {
+    match (out, part) {
+        (Words::U8(o), Words::U8(p)) => o.extend_from_slice(&p),
+        (Words::U16(o), Words::U16(p)) => o.extend_from_slice(&p),
+        (Words::U32(o), Words::U32(p)) => o.extend_from_slice(&p),
+        (Words::U64(o), Words::U64(p)) => o.extend_from_slice(&p),
+        _ => {
+            return Err(FormatError::Type {
+                op: "Concat",
+                rule: "children differ in width",
+            })
+        }
+    }
+    Ok(())
+}
+
+fn to_usize(v: u64) -> Result<usize> {
+    usize::try_from(v).map_err(|_| FormatError::LimitExceeded {
+        limit: "stream length",
+        requested: v,
+        allowed: usize::MAX as u64,
+    })
+}
+
+/// Decodes one chunk record's body into its bytes, appended to `out`.
+///
+/// Checks, in order: the chunk header, the program's syntax, types and limits,
+/// that the program's type matches the declared length, and after running it
+/// the xxh3 of the bytes produced.
+pub fn decode_chunk_into(body: &[u8], limits: &Limits, out: &mut Vec<u8>) -> Result<()> {
+    let chunk = ChunkRecord::parse(body)?;
+    let node = program::parse(chunk.program, limits)?;
+    let ty = node.ty()?;
+    let want = Type {
+        width: chunk.root_width,
+        count: chunk.root_count(),
+    };
+    if ty.width != want.width {
+        return Err(FormatError::Type {
+            op: "chunk",
+            rule: "program width differs from the chunk's root width",
+        });
+    }
+    if ty.count != want.count {
+        return Err(FormatError::LengthMismatch {
+            what: "program output words",
+            expected: want.count,
+            found: ty.count,
+        });
+    }
+    let stream = eval(&node)?;
+    let start = out.len();
+    stream.write_le_bytes(out)?;
+    let computed = chunk_checksum(&out[start..]);
+    if computed != chunk.decoded_xxh3 {
+        out.truncate(start);
+        return Err(FormatError::Checksum {
+            what: "decoded chunk",
+            stored: chunk.decoded_xxh3,
+            computed,
+        });
+    }
+    Ok(())
+}
+
+/// Decodes one chunk record's body into a new buffer.
+pub fn decode_chunk(body: &[u8], limits: &Limits) -> Result<Vec<u8>> {
+    let mut out = Vec::new();
+    decode_chunk_into(body, limits, &mut out)?;
+    Ok(out)
+}

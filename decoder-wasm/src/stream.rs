@@ -1,0 +1,429 @@
+//! The push-style streaming decoder: feed bytes as they arrive, pull events.
+//!
+//! The decoder buffers at most one incomplete record plus what the caller
+//! pushed and has not yet drained; each [`StreamDecoder::next_event`] call
+//! decodes at most one record. It checks the archive's structure as it goes
+//! (segment lengths, chunk counts, file sizes and SHA-256, the index against the
+//! records actually seen), so a stream that ends cleanly was verified end to end.
+
+use alloc::collections::VecDeque;
+use alloc::string::String;
+use alloc::vec::Vec;
+
+use brevis_format::archive::{
+    self, check_header, open_record, parse_end, parse_index, ChunkRecord, FileRecord, IndexEntry, RecordHead,
+    RecordKind, SegmentKind, SegmentRecord, HEADER_LEN,
+};
+use brevis_format::FormatError;
+use sha2::{Digest, Sha256};
+
+use crate::error::{DecodeError, Location};
+use crate::exec::decode_chunk_into;
+use crate::DecodeLimits;
+
+/// What the streaming decoder reports, in archive order.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Event {
+    /// A file starts; its bytes follow as [`Event::Data`].
+    FileStart {
+        /// Relative path.
+        path: String,
+        /// Size of the rebuilt file.
+        size: u64,
+    },
+    /// A segment of the current file starts.
+    SegmentStart {
+        /// Tensor name or opaque label.
+        name: String,
+        /// Opaque or tensor (dtype and shape).
+        kind: SegmentKind,
+        /// Bytes of the segment.
+        len: u64,
+    },
+    /// The next bytes of the current segment (one decoded chunk).
+    Data(Vec<u8>),
+    /// The current segment is complete.
+    SegmentEnd,
+    /// The current file is complete and its SHA-256 matched.
+    FileEnd {
+        /// Relative path.
+        path: String,
+        /// The verified SHA-256.
+        sha256: [u8; 32],
+    },
+    /// The archive is complete: every record, the index and the end were verified.
+    End,
+}
+
+#[derive(Debug)]
+enum State {
+    Header,
+    FileOrIndex,
+    Segment,
+    Chunk,
+    End,
+    Done,
+}
+
+struct OpenFile {
+    record: FileRecord,
+    segments_left: u64,
+    bytes_seen: u64,
+    hasher: Sha256,
+}
+
+struct OpenSegment {
+    chunks_left: u64,
+    bytes_left: u64,
+    chunk_no: u64,
+}
+
+/// A push-style archive decoder. See the module docs.
+pub struct StreamDecoder {
+    limits: DecodeLimits,
+    buf: Vec<u8>,
+    /// Start of unconsumed bytes in `buf`.
+    pos: usize,
+    /// Archive offset of `buf[pos]`.
+    offset: u64,
+    state: State,
+    file: Option<OpenFile>,
+    segment: Option<OpenSegment>,
+    seen: Vec<IndexEntry>,
+    index_offset: u64,
+    output_total: u64,
+    loc: Location,
+    failed: Option<DecodeError>,
+    /// Events decoded from the last record, not yet returned (at most three).
+    queue: VecDeque<Event>,
+}
+
+impl Default for StreamDecoder {
+    fn default() -> Self {
+        Self::new(DecodeLimits::default())
+    }
+}
+
+impl StreamDecoder {
+    /// A decoder with the given limits.
+    pub fn new(limits: DecodeLimits) -> Self {
+        StreamDecoder {
+            limits,
+            buf: Vec::new(),
+            pos: 0,
+            offset: 0,
+            state: State::Header,
+            file: None,
+            segment: None,
+            seen: Vec::new(),
+            index_offset: 0,
+            output_total: 0,
+            loc: Location::default(),
+            failed: None,
+            queue: VecDeque::new(),
+        }
+    }
+
+    /// Appends input bytes. Decoding happens in [`Self::next_event`].
+    pub fn push(&mut self, input: &[u8]) {
+        if self.pos > 0 && self.pos >= self.buf.len() / 2 {
+            self.buf.drain(..self.pos);
+            self.pos = 0;
+        }
+        self.buf.extend_from_slice(input);
+    }
+
+    /// Bytes pushed but not yet consumed.
+    pub fn buffered(&self) -> usize {
+        self.buf.len() - self.pos
+    }
+
+    /// True once the END record was verified.
+    pub fn is_done(&self) -> bool {
+        matches!(self.state, State::Done)
+    }
+
+    /// Decodes the next event from buffered bytes. `Ok(None)` means more input
+    /// is needed. After an error, the same error is returned again.
+    pub fn next_event(&mut self) -> Result<Option<Event>, DecodeError> {
+        if let Some(e) = &self.failed {
+            return Err(e.clone());
+        }
+        loop {
+            if let Some(ev) = self.queue.pop_front() {
+                return Ok(Some(ev));
+            }
+            match self.step() {
+                Ok(true) => {}
+                Ok(false) => return Ok(None),
+                Err(e) => {
+                    let mut loc = self.loc.clone();
+                    loc.offset = Some(self.offset);
+                    let e = e.at(&loc);
+                    self.failed = Some(e.clone());
+                    return Err(e);
+                }
+            }
+        }
+    }
+
+    /// Call when the input has ended: fails unless the archive was complete.
+    pub fn finish(&self) -> Result<(), DecodeError> {
+        if let Some(e) = &self.failed {
+            return Err(e.clone());
+        }
+        if !self.is_done() || !self.queue.is_empty() {
+            let mut loc = self.loc.clone();
+            loc.offset = Some(self.offset + self.buffered() as u64);
+            return Err(DecodeError::new(FormatError::Truncated {
+                what: "archive (input ended early)",
+            })
+            .at(&loc));
+        }
+        Ok(())
+    }
+
+    fn consume(&mut self, n: usize) {
+        self.pos += n;
+        self.offset += n as u64;
+    }
+
+    /// Consumes one header or record if complete. Returns false when more input is needed.
+    fn step(&mut self) -> Result<bool, DecodeError> {
+        let avail = self.buffered();
+        match self.state {
+            State::Header => {
+                if avail < HEADER_LEN {
+                    return Ok(false);
+                }
+                check_header(&self.buf[self.pos..self.pos + HEADER_LEN])?;
+                self.consume(HEADER_LEN);
+                self.state = State::FileOrIndex;
+                Ok(true)
+            }
+            State::Done => {
+                if avail > 0 {
+                    return Err(FormatError::TrailingBytes {
+                        what: "archive",
+                        count: avail as u64,
+                    }
+                    .into());
+                }
+                Ok(false)
+            }
+            _ => {
+                if avail < 5 {
+                    return Ok(false);
+                }
+                let head = RecordHead::parse(&self.buf[self.pos..])?;
+                if avail < head.total_len() {
+                    return Ok(false);
+                }
+                let start = self.pos;
+                open_record(&self.buf[start..start + head.total_len()])?;
+                let offset = self.offset;
+                // Take the buffer out so the body can be borrowed while `self` changes.
+                let buf = core::mem::take(&mut self.buf);
+                let result = self.record(head.kind, &buf[start + 5..start + 5 + head.body_len as usize], offset);
+                self.buf = buf;
+                result?;
+                self.consume(head.total_len());
+                Ok(true)
+            }
+        }
+    }
+
+    fn record(&mut self, kind: RecordKind, body: &[u8], offset: u64) -> Result<(), DecodeError> {
+        match (&self.state, kind) {
+            (State::FileOrIndex, RecordKind::File) => {
+                let record = FileRecord::parse(body)?;
+                self.loc = Location {
+                    file: Some(record.path.clone()),
+                    ..Location::default()
+                };
+                self.output_total = self.output_total.saturating_add(record.size);
+                if self.output_total > self.limits.max_output_bytes {
+                    return Err(FormatError::LimitExceeded {
+                        limit: "output bytes",
+                        requested: self.output_total,
+                        allowed: self.limits.max_output_bytes,
+                    }
+                    .into());
+                }
+                self.seen.push(IndexEntry {
+                    kind,
+                    offset,
+                    decoded_len: 0,
+                });
+                self.queue.push_back(Event::FileStart {
+                    path: record.path.clone(),
+                    size: record.size,
+                });
+                let segments_left = record.segments;
+                self.file = Some(OpenFile {
+                    record,
+                    segments_left,
+                    bytes_seen: 0,
+                    hasher: Sha256::new(),
+                });
+                if segments_left == 0 {
+                    self.close_file()?;
+                } else {
+                    self.state = State::Segment;
+                }
+            }
+            (State::Segment, RecordKind::Segment) => {
+                let seg = SegmentRecord::parse(body)?;
+                self.loc.segment = Some(seg.name.clone());
+                self.loc.chunk = None;
+                self.seen.push(IndexEntry {
+                    kind,
+                    offset,
+                    decoded_len: 0,
+                });
+                let file = self
+                    .file
+                    .as_mut()
+                    .ok_or(FormatError::Invalid { what: "record order" })?;
+                file.segments_left -= 1;
+                let room = file.record.size - file.bytes_seen;
+                if seg.len > room {
+                    return Err(FormatError::LengthMismatch {
+                        what: "segment length (beyond its file's size)",
+                        expected: room,
+                        found: seg.len,
+                    }
+                    .into());
+                }
+                let chunks = seg.chunks;
+                let len = seg.len;
+                self.queue.push_back(Event::SegmentStart {
+                    name: seg.name,
+                    kind: seg.kind,
+                    len,
+                });
+                if chunks == 0 {
+                    self.close_segment()?;
+                } else {
+                    self.segment = Some(OpenSegment {
+                        chunks_left: chunks,
+                        bytes_left: len,
+                        chunk_no: 0,
+                    });
+                    self.state = State::Chunk;
+                }
+            }
+            (State::Chunk, RecordKind::Chunk) => {
+                let seg = self
+                    .segment
+                    .as_mut()
+                    .ok_or(FormatError::Invalid { what: "record order" })?;
+                self.loc.chunk = Some(seg.chunk_no);
+                let header = ChunkRecord::parse(body)?;
+                let last = seg.chunks_left == 1;
+                if header.decoded_len > seg.bytes_left || (last && header.decoded_len != seg.bytes_left) {
+                    return Err(FormatError::LengthMismatch {
+                        what: "chunk lengths (do not add up to the segment's)",
+                        expected: seg.bytes_left,
+                        found: header.decoded_len,
+                    }
+                    .into());
+                }
+                let mut data = Vec::new();
+                decode_chunk_into(body, &self.limits.program, &mut data)?;
+                seg.bytes_left -= data.len() as u64;
+                seg.chunks_left -= 1;
+                seg.chunk_no += 1;
+                self.seen.push(IndexEntry {
+                    kind,
+                    offset,
+                    decoded_len: data.len() as u64,
+                });
+                let file = self
+                    .file
+                    .as_mut()
+                    .ok_or(FormatError::Invalid { what: "record order" })?;
+                file.hasher.update(&data);
+                file.bytes_seen += data.len() as u64;
+                self.queue.push_back(Event::Data(data));
+                if last {
+                    self.close_segment()?;
+                }
+            }
+            (State::FileOrIndex, RecordKind::Index) => {
+                let entries = parse_index(body, offset)?;
+                if entries != self.seen {
+                    return Err(FormatError::Corrupt {
+                        what: "index (does not match the records)",
+                    }
+                    .into());
+                }
+                self.index_offset = offset;
+                self.loc = Location::default();
+                self.state = State::End;
+            }
+            (State::End, RecordKind::End) => {
+                let archive_len = offset + archive::END_LEN as u64;
+                let index_offset = parse_end(body, archive_len)?;
+                if index_offset != self.index_offset {
+                    return Err(FormatError::Corrupt {
+                        what: "END record (index offset)",
+                    }
+                    .into());
+                }
+                self.seen = Vec::new();
+                self.state = State::Done;
+                self.queue.push_back(Event::End);
+            }
+            _ => {
+                return Err(FormatError::Invalid {
+                    what: "record order (unexpected record kind here)",
+                }
+                .into())
+            }
+        }
+        Ok(())
+    }
+
+    fn close_segment(&mut self) -> Result<(), DecodeError> {
+        self.segment = None;
+        self.queue.push_back(Event::SegmentEnd);
+        let file = self
+            .file
+            .as_ref()
+            .ok_or(FormatError::Invalid { what: "record order" })?;
+        if file.segments_left == 0 {
+            self.close_file()
+        } else {
+            self.state = State::Segment;
+            Ok(())
+        }
+    }
+
+    fn close_file(&mut self) -> Result<(), DecodeError> {
+        let file = self.file.take().ok_or(FormatError::Invalid { what: "record order" })?;
+        if file.bytes_seen != file.record.size {
+            return Err(FormatError::LengthMismatch {
+                what: "file size (segments do not add up)",
+                expected: file.record.size,
+                found: file.bytes_seen,
+            }
+            .into());
+        }
+        let digest: [u8; 32] = file.hasher.finalize().into();
+        if digest != file.record.sha256 {
+            return Err(FormatError::Checksum {
+                what: "file SHA-256",
+                stored: u64::from_be_bytes(file.record.sha256[..8].try_into().unwrap_or([0; 8])),
+                computed: u64::from_be_bytes(digest[..8].try_into().unwrap_or([0; 8])),
+            }
+            .into());
+        }
+        self.state = State::FileOrIndex;
+        self.queue.push_back(Event::FileEnd {
+            path: file.record.path,
+            sha256: digest,
+        });
+        Ok(())
+    }
+}

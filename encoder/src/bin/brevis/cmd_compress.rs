@@ -1,0 +1,88 @@
+//! `brevis compress IN... [-o OUT]`.
+
+use std::path::PathBuf;
+
+use anyhow::{bail, Context, Result};
+use brevis_encoder::atomic::AtomicFile;
+use brevis_encoder::synth::CandidateSearch;
+use brevis_encoder::{compress_files, CompressOptions, InputFile};
+
+use crate::common::{collect_inputs, human, map_file, progress, ratio};
+
+#[derive(clap::Args)]
+pub struct Args {
+    /// Files or one model directory.
+    #[arg(required = true)]
+    inputs: Vec<PathBuf>,
+    /// Archive to write (default: the first input's name + `.brv`).
+    #[arg(short, long)]
+    output: Option<PathBuf>,
+    /// Overwrite the output if it exists.
+    #[arg(short, long)]
+    force: bool,
+    /// Search effort: 0 fastest, 1 default, 2 tries more.
+    #[arg(long, default_value_t = 1)]
+    effort: u32,
+}
+
+pub fn run(args: Args, quiet: bool) -> Result<()> {
+    let sources = collect_inputs(&args.inputs)?;
+    let output = match args.output {
+        Some(o) => o,
+        None => {
+            let first = &args.inputs[0];
+            let name = first
+                .file_name()
+                .context("input has no name")?
+                .to_string_lossy()
+                .into_owned();
+            first.with_file_name(format!("{}.brv", name.trim_end_matches('/')))
+        }
+    };
+    // Never write over an input, even with -f.
+    if let Ok(out_canon) = output.canonicalize() {
+        for s in &sources {
+            if s.disk.canonicalize().map(|c| c == out_canon).unwrap_or(false) {
+                bail!("output `{}` is one of the inputs", output.display());
+            }
+        }
+    }
+    let maps = sources.iter().map(|s| map_file(&s.disk)).collect::<Result<Vec<_>>>()?;
+    let files: Vec<InputFile<'_>> = sources
+        .iter()
+        .zip(&maps)
+        .map(|(s, m)| InputFile {
+            archive_path: s.archive_path.clone(),
+            data: m,
+        })
+        .collect();
+    let total: u64 = files.iter().map(|f| f.data.len() as u64).sum();
+
+    let out =
+        AtomicFile::create(&output, args.force).with_context(|| format!("cannot write `{}`", output.display()))?;
+    let pb = progress(total, quiet, "compress");
+    let synth = CandidateSearch::with_effort(args.effort);
+    let started = std::time::Instant::now();
+    let (out, len, reports) = compress_files(out, &files, &synth, &CompressOptions::default(), &|n| pb.inc(n))?;
+    out.commit()
+        .with_context(|| format!("cannot write `{}`", output.display()))?;
+    pb.finish_and_clear();
+    let fallbacks: u64 = reports.iter().map(|r| r.verify_fallbacks).sum();
+    if fallbacks > 0 {
+        eprintln!("brevis: warning: {fallbacks} chunk(s) failed program verification and were stored raw (please report this)");
+    }
+    if !quiet {
+        let secs = started.elapsed().as_secs_f64();
+        eprintln!(
+            "{} -> {}: {} -> {} ({:.4}x) in {:.2}s, {:.1} MB/s",
+            args.inputs[0].display(),
+            output.display(),
+            human(total),
+            human(len),
+            ratio(total, len),
+            secs,
+            total as f64 / 1e6 / secs.max(1e-9)
+        );
+    }
+    Ok(())
+}

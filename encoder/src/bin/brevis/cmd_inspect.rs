@@ -1,0 +1,100 @@
+//! `brevis inspect ARCHIVE`: per-segment programs and ratios, totals by dtype.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+
+use anyhow::Result;
+use brevis_decoder::{Archive, DecodeLimits};
+use brevis_format::archive::SegmentKind;
+use brevis_format::program;
+
+use crate::common::{human, map_file, ratio, CorruptArchive};
+
+#[derive(clap::Args)]
+pub struct Args {
+    /// The archive.
+    archive: PathBuf,
+    /// Print every chunk's program, not only the first of each segment.
+    #[arg(long)]
+    chunks: bool,
+}
+
+pub fn run(args: Args) -> Result<()> {
+    let data = map_file(&args.archive)?;
+    let limits = DecodeLimits::default();
+    let archive = Archive::open(&data, limits).map_err(CorruptArchive)?;
+    let mut by_dtype: BTreeMap<String, (u64, u64, u64)> = BTreeMap::new();
+    for file in archive.files() {
+        println!("{} ({})", file.path, human(file.size));
+        println!(
+            "  {:<44} {:>8} {:>16} {:>11} {:>11} {:>8}  program",
+            "segment", "dtype", "shape", "original", "stored", "ratio"
+        );
+        for seg in &file.segments {
+            let stored: u64 = seg.chunks.iter().map(|c| c.record_len).sum();
+            let (dtype, shape) = match &seg.kind {
+                SegmentKind::Opaque => ("opaque".to_string(), String::new()),
+                SegmentKind::Tensor { dtype, shape } => (dtype.to_string(), format!("{shape:?}")),
+            };
+            let e = by_dtype.entry(dtype.clone()).or_default();
+            e.0 += 1;
+            e.1 += seg.len;
+            e.2 += stored;
+            let mut programs = Vec::new();
+            for (i, c) in seg.chunks.iter().enumerate() {
+                if i > 0 && !args.chunks {
+                    programs.push(format!("… and {} more chunk(s)", seg.chunks.len() - 1));
+                    break;
+                }
+                let body = archive.chunk_body(c).map_err(CorruptArchive)?;
+                let chunk = brevis_format::archive::ChunkRecord::parse(body)
+                    .map_err(|e| CorruptArchive(brevis_decoder::DecodeError::new(e)))?;
+                let node = program::parse(chunk.program, &limits.program)
+                    .map_err(|e| CorruptArchive(brevis_decoder::DecodeError::new(e)))?;
+                programs.push(node.to_string());
+            }
+            println!(
+                "  {:<44} {:>8} {:>16} {:>11} {:>11} {:>8.4}  {}",
+                truncate(&seg.name, 44),
+                dtype,
+                truncate(&shape, 16),
+                human(seg.len),
+                human(stored),
+                ratio(seg.len, stored),
+                programs.join("\n        ")
+            );
+        }
+    }
+    println!("\ntotals by dtype:");
+    println!(
+        "  {:<8} {:>8} {:>12} {:>12} {:>8}",
+        "dtype", "segments", "original", "stored", "ratio"
+    );
+    for (d, (n, orig, stored)) in &by_dtype {
+        println!(
+            "  {:<8} {:>8} {:>12} {:>12} {:>8.4}",
+            d,
+            n,
+            human(*orig),
+            human(*stored),
+            ratio(*orig, *stored)
+        );
+    }
+    let total: u64 = archive.files().iter().map(|f| f.size).sum();
+    println!(
+        "  archive: {} -> {} ({:.4}x)",
+        human(total),
+        human(data.len() as u64),
+        ratio(total, data.len() as u64)
+    );
+    Ok(())
+}
+
+fn truncate(s: &str, n: usize) -> String {
+    if s.chars().count() <= n {
+        s.to_string()
+    } else {
+        let t: String = s.chars().take(n - 1).collect();
+        format!("{t}…")
+    }
+}

@@ -1,0 +1,171 @@
+//! Helpers shared by the subcommands: input discovery, progress, formatting,
+//! exit codes.
+
+use std::fs::File;
+use std::io::IsTerminal;
+use std::path::{Path, PathBuf};
+
+use anyhow::{bail, Context, Result};
+use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+
+/// The archive is corrupt or fails verification (exit code 3).
+#[derive(Debug)]
+pub struct CorruptArchive(pub brevis_decoder::DecodeError);
+
+impl std::fmt::Display for CorruptArchive {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "archive is invalid: {}", self.0)
+    }
+}
+
+impl std::error::Error for CorruptArchive {}
+
+/// The process exit code for an error.
+pub fn exit_code(e: &anyhow::Error) -> u8 {
+    if e.chain().any(|c| c.downcast_ref::<CorruptArchive>().is_some()) {
+        3
+    } else {
+        1
+    }
+}
+
+/// A file to compress: where it is and its path inside the archive.
+pub struct Source {
+    pub disk: PathBuf,
+    pub archive_path: String,
+}
+
+/// Expands the command line's inputs: files keep their base name, a directory
+/// contributes every regular file below it (sorted) under its relative path.
+pub fn collect_inputs(inputs: &[PathBuf]) -> Result<Vec<Source>> {
+    let mut out = Vec::new();
+    for input in inputs {
+        let meta = std::fs::metadata(input).with_context(|| format!("cannot read `{}`", input.display()))?;
+        if meta.is_dir() {
+            let mut files = Vec::new();
+            walk(input, &mut files)?;
+            files.sort();
+            for f in files {
+                let rel = f.strip_prefix(input).unwrap_or(&f);
+                let parts: Vec<String> = rel
+                    .components()
+                    .map(|c| c.as_os_str().to_string_lossy().into_owned())
+                    .collect();
+                out.push(Source {
+                    disk: f.clone(),
+                    archive_path: parts.join("/"),
+                });
+            }
+        } else if meta.is_file() {
+            let name = input
+                .file_name()
+                .context("input has no file name")?
+                .to_string_lossy()
+                .into_owned();
+            out.push(Source {
+                disk: input.clone(),
+                archive_path: name,
+            });
+        } else {
+            bail!("`{}` is neither a file nor a directory", input.display());
+        }
+    }
+    let mut seen = std::collections::HashSet::new();
+    for s in &out {
+        brevis_format::archive::check_path(&s.archive_path)
+            .map_err(|e| anyhow::anyhow!("cannot archive `{}`: {e}", s.disk.display()))?;
+        if !seen.insert(s.archive_path.clone()) {
+            bail!("two inputs would both be stored as `{}`", s.archive_path);
+        }
+    }
+    if out.is_empty() {
+        bail!("no files to compress");
+    }
+    Ok(out)
+}
+
+fn walk(dir: &Path, out: &mut Vec<PathBuf>) -> Result<()> {
+    for entry in std::fs::read_dir(dir).with_context(|| format!("cannot list `{}`", dir.display()))? {
+        let entry = entry?;
+        let ty = entry.file_type()?;
+        let path = entry.path();
+        if ty.is_dir() {
+            walk(&path, out)?;
+        } else if ty.is_file() {
+            out.push(path);
+        } else {
+            eprintln!("brevis: skipping `{}` (not a regular file)", path.display());
+        }
+    }
+    Ok(())
+}
+
+/// Maps a file read-only. Empty files map to an empty slice.
+pub fn map_file(path: &Path) -> Result<Mapped> {
+    let f = File::open(path).with_context(|| format!("cannot open `{}`", path.display()))?;
+    let len = f.metadata()?.len();
+    if len == 0 {
+        return Ok(Mapped::Empty);
+    }
+    // SAFETY: the map is read-only; Brevis never writes its inputs. Another process
+    // truncating the file while it is mapped could fault, as with any mmap-based
+    // tool; every byte read is hashed before and verified after compression, so a
+    // file changed under us is caught rather than archived wrongly.
+    #[allow(unsafe_code)]
+    let m = unsafe { memmap2::Mmap::map(&f) }.with_context(|| format!("cannot map `{}`", path.display()))?;
+    Ok(Mapped::Map(m))
+}
+
+/// A read-only view of a file.
+pub enum Mapped {
+    Empty,
+    Map(memmap2::Mmap),
+}
+
+impl std::ops::Deref for Mapped {
+    type Target = [u8];
+    fn deref(&self) -> &[u8] {
+        match self {
+            Mapped::Empty => &[],
+            Mapped::Map(m) => m,
+        }
+    }
+}
+
+/// A progress bar on stderr when it is a terminal and not `quiet`; hidden otherwise.
+pub fn progress(total: u64, quiet: bool, what: &str) -> ProgressBar {
+    if quiet || !std::io::stderr().is_terminal() {
+        return ProgressBar::hidden();
+    }
+    let pb = ProgressBar::with_draw_target(Some(total), ProgressDrawTarget::stderr());
+    pb.set_style(
+        ProgressStyle::with_template("{msg} [{bar:30}] {bytes}/{total_bytes} {bytes_per_sec} eta {eta}")
+            .unwrap_or_else(|_| ProgressStyle::default_bar())
+            .progress_chars("=> "),
+    );
+    pb.set_message(what.to_string());
+    pb
+}
+
+/// `12.3 MB` style sizes (decimal units).
+pub fn human(bytes: u64) -> String {
+    let b = bytes as f64;
+    if b >= 1e9 {
+        format!("{:.2} GB", b / 1e9)
+    } else if b >= 1e6 {
+        format!("{:.2} MB", b / 1e6)
+    } else if b >= 1e3 {
+        format!("{:.1} kB", b / 1e3)
+    } else {
+        format!("{bytes} B")
+    }
+}
+
+/// `original / compressed`, or 0 for an empty archive.
+pub fn ratio(original: u64, compressed: u64) -> f64 {
+    if compressed == 0 {
+        0.0
+    } else {
+        original as f64 / compressed as f64
+    }
+}

@@ -1,0 +1,69 @@
+//! `brevis`: lossless compression of neural-network weights as programs.
+//!
+//! Exit codes: 0 success; 1 an error with the inputs or the file system;
+//! 2 bad usage; 3 the archive is corrupt or fails verification.
+
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+
+mod cmd_compress;
+mod cmd_decompress;
+mod cmd_demo;
+mod cmd_inspect;
+mod common;
+
+/// Lossless, bit-exact compression of neural-network weights as programs.
+///
+/// Run with no command to compress the bundled checkpoint, decompress it,
+/// verify it bit for bit and print the sizes against zstd.
+#[derive(Parser)]
+#[command(name = "brevis", version, about, long_about = None)]
+struct Cli {
+    #[command(subcommand)]
+    command: Option<Command>,
+    /// Worker threads (default: all cores).
+    #[arg(long, global = true)]
+    threads: Option<usize>,
+    /// No progress bar, no summary (errors are still printed).
+    #[arg(short, long, global = true)]
+    quiet: bool,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Compress files or a model directory into one archive.
+    Compress(cmd_compress::Args),
+    /// Rebuild the files of an archive, verifying each by SHA-256.
+    Decompress(cmd_decompress::Args),
+    /// Show each tensor's dtype, shape, program and ratio, and totals by dtype.
+    Inspect(cmd_inspect::Args),
+    /// Decode a whole archive in memory and check every checksum and hash.
+    Verify(cmd_decompress::VerifyArgs),
+    /// The bundled round trip (the default with no command).
+    Demo,
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    if let Some(n) = cli.threads {
+        if let Err(e) = rayon::ThreadPoolBuilder::new().num_threads(n.max(1)).build_global() {
+            eprintln!("brevis: cannot start {n} threads: {e}");
+            return ExitCode::from(1);
+        }
+    }
+    let result = match cli.command {
+        Some(Command::Compress(a)) => cmd_compress::run(a, cli.quiet),
+        Some(Command::Decompress(a)) => cmd_decompress::run(a, cli.quiet),
+        Some(Command::Inspect(a)) => cmd_inspect::run(a),
+        Some(Command::Verify(a)) => cmd_decompress::verify(a, cli.quiet),
+        Some(Command::Demo) | None => cmd_demo::run(),
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("brevis: error: {e:#}");
+            ExitCode::from(common::exit_code(&e))
+        }
+    }
+}

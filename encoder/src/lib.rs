@@ -1,0 +1,16 @@
+//! # brevis-encoder
+//!
+//! The encoder side of Brevis: container readers ([`containers`]) map files onto
+//! segments, the synthesizer ([`synth`]) finds a program per chunk, and
+//! [`compress`] verifies every program with the real decoder before
+//! [`writer::ArchiveWriter`] writes it. The `brevis` binary wraps this in a CLI.
+#![forbid(unsafe_code)]
+#![warn(missing_docs)]
+
+pub mod atomic;
+pub mod compress;
+pub mod containers;
+pub mod synth;
+pub mod writer;
+
+pub use compress::{compress_files, CompressOptions, FileReport, InputFile, SegmentReport};

@@ -1,0 +1,250 @@
+//! The first-cut synthesizer: a fixed menu of decompositions per dtype, each
+//! child solved recursively, the smallest exact candidate kept.
+
+use brevis_format::ops::{MapOp, MergeOp, ScanOp};
+use brevis_format::program::{serialized_size, Node};
+use brevis_format::stream::Stream;
+use brevis_format::with_words_mut;
+
+use super::lit::{best_lit, constant, leaf, LitPolicy};
+use super::{Hint, Synthesizer};
+
+/// Widest field the entropy coders take; wider fields are split further.
+const MAX_FIELD: u8 = 16;
+
+/// Tries the sensible decompositions for each dtype and keeps the smallest.
+#[derive(Clone, Debug)]
+pub struct CandidateSearch {
+    /// How literals are chosen.
+    pub lit: LitPolicy,
+    /// 0: fastest menu; 1: default; 2+: more candidates (zstd everywhere, more scans).
+    pub effort: u32,
+}
+
+impl Default for CandidateSearch {
+    fn default() -> Self {
+        CandidateSearch {
+            lit: LitPolicy {
+                zstd_level: 19,
+                zstd_retry_within: 1.03,
+            },
+            effort: 1,
+        }
+    }
+}
+
+impl CandidateSearch {
+    /// A search at the given effort level.
+    pub fn with_effort(effort: u32) -> Self {
+        let zstd_level = match effort {
+            0 => 3,
+            1 => 19,
+            _ => 22,
+        };
+        CandidateSearch {
+            lit: LitPolicy {
+                zstd_level,
+                zstd_retry_within: 1.03,
+            },
+            effort,
+        }
+    }
+
+    /// Policy for streams where LZ matches are unlikely (float fields).
+    fn entropy_only(&self) -> LitPolicy {
+        if self.effort >= 2 {
+            self.lit
+        } else {
+            LitPolicy {
+                zstd_level: 0,
+                ..self.lit
+            }
+        }
+    }
+
+    /// A leaf, or for streams too wide for the entropy coders, also a split into
+    /// byte-sized fields (top field takes the remainder), whichever is smaller.
+    fn field(&self, s: &Stream, policy: &LitPolicy) -> Node {
+        if let Some(v) = constant(s) {
+            return Node::Const {
+                width: s.width(),
+                count: s.len() as u64,
+                value: v,
+            };
+        }
+        if s.width() <= MAX_FIELD {
+            return best_lit(s, policy);
+        }
+        let mut best = best_lit(s, policy);
+        let w = s.width();
+        let mut widths = vec![8u8; usize::from(w / 8)];
+        if w % 8 != 0 {
+            widths.insert(0, w % 8);
+        }
+        if let Some(n) = self.merge(s, MergeOp::Fields(widths), |c| self.field(c, policy)) {
+            keep_smaller(&mut best, n);
+        }
+        best
+    }
+
+    /// `Merge[op]` of `s` with each child solved by `solve`, if `op` fits `s`.
+    fn merge(&self, s: &Stream, op: MergeOp, solve: impl Fn(&Stream) -> Node) -> Option<Node> {
+        let op = match op {
+            MergeOp::Fields(w) if w.len() == 1 => return None,
+            op => op,
+        };
+        let children = op.split(s).ok()?;
+        let children = children.iter().map(solve).collect();
+        Some(Node::Merge { op, children })
+    }
+
+    fn float_candidates(&self, s: &Stream, exp: u8, mant: u8, best: &mut Node) {
+        let policy = self.entropy_only();
+        let solve = |c: &Stream| self.field(c, &policy);
+        let w = s.width();
+        // Sign / exponent / mantissa.
+        if let Some(n) = self.merge(s, MergeOp::Fields(vec![1, exp, mant]), solve) {
+            keep_smaller(best, n);
+        }
+        // Sign and exponent jointly (one alphabet), mantissa apart.
+        if 1 + exp <= MAX_FIELD {
+            if let Some(n) = self.merge(s, MergeOp::Fields(vec![1 + exp, mant]), solve) {
+                keep_smaller(best, n);
+            }
+        }
+        // Exponent alone in the top bits after rotating the sign to the bottom
+        // (ZipNN's byte grouping for BF16 and FP32).
+        if w % 8 == 0 && w >= 16 {
+            let mut rot = s.clone().into_words();
+            let op = MapOp::RotateLeft(1);
+            with_words_mut!(&mut rot, r => op.invert(w, r));
+            if let Ok(rs) = Stream::new(w, rot) {
+                // Exponent first, then the rest in byte-aligned pieces.
+                let mut fields = vec![exp];
+                let mut rest = w - exp;
+                while rest > 0 {
+                    let f = if rest % 8 == 0 { 8 } else { rest % 8 };
+                    fields.push(f);
+                    rest -= f;
+                }
+                if let Some(inner) = self.merge(&rs, MergeOp::Fields(fields), solve) {
+                    keep_smaller(
+                        best,
+                        Node::Map {
+                            op,
+                            child: Box::new(inner),
+                        },
+                    );
+                }
+            }
+        }
+    }
+
+    fn int_candidates(&self, s: &Stream, signed: bool, best: &mut Node) {
+        let w = s.width();
+        let policy = self.lit;
+        if w >= 16 && w % 8 == 0 {
+            if let Some(n) = self.merge(s, MergeOp::BytePlanes(w / 8), |c| leaf(c, &policy)) {
+                keep_smaller(best, n);
+            }
+        }
+        // Differences from the previous word (ramps, position ids, sorted ids).
+        let mut d = s.clone().into_words();
+        with_words_mut!(&mut d, x => ScanOp::Add.invert(w, 1, x));
+        if let Ok(ds) = Stream::new(w, d) {
+            let child = if signed || w > 8 {
+                let mut z = ds.clone().into_words();
+                with_words_mut!(&mut z, x => MapOp::ZigZag.invert(w, x));
+                Stream::new(w, z).ok().map(|zs| Node::Map {
+                    op: MapOp::ZigZag,
+                    child: Box::new(self.field(&zs, &policy)),
+                })
+            } else {
+                None
+            };
+            let plain = self.field(&ds, &policy);
+            let child = match child {
+                Some(c) if serialized_size(&c) < serialized_size(&plain) => c,
+                _ => plain,
+            };
+            keep_smaller(
+                best,
+                Node::Scan {
+                    op: ScanOp::Add,
+                    stride: 1,
+                    child: Box::new(child),
+                },
+            );
+        }
+    }
+
+    /// Smallest period `p < n` with `s = Repeat[n/p](s[..p])`, checked for a few
+    /// repeat counts.
+    fn repeat(&self, s: &Stream, hint: Hint) -> Option<Node> {
+        let words = s.to_u64s();
+        let n = words.len();
+        for times in [2usize, 3, 4, 8, 16, 32, 64] {
+            if n < times * 2 || n % times != 0 {
+                continue;
+            }
+            let p = n / times;
+            if words.chunks_exact(p).all(|c| c == &words[..p]) {
+                let head = Stream::from_u64s(s.width(), &words[..p]).ok()?;
+                return Some(Node::Repeat {
+                    times: times as u64,
+                    child: Box::new(self.synthesize(&head, hint)),
+                });
+            }
+        }
+        None
+    }
+}
+
+fn keep_smaller(best: &mut Node, cand: Node) {
+    if serialized_size(&cand) < serialized_size(best) {
+        *best = cand;
+    }
+}
+
+impl Synthesizer for CandidateSearch {
+    fn synthesize(&self, root: &Stream, hint: Hint) -> Node {
+        if let Some(v) = constant(root) {
+            return Node::Const {
+                width: root.width(),
+                count: root.len() as u64,
+                value: v,
+            };
+        }
+        let mut best = self.field(root, &self.lit);
+        let w = root.width();
+        match hint {
+            Hint::Tensor(dtype) => {
+                if let Some((e, m)) = dtype.float_layout() {
+                    self.float_candidates(root, e, m, &mut best);
+                } else {
+                    self.int_candidates(root, dtype.is_signed_int(), &mut best);
+                }
+            }
+            Hint::Opaque => match w {
+                16 => {
+                    self.float_candidates(root, 5, 10, &mut best);
+                    self.float_candidates(root, 8, 7, &mut best);
+                }
+                32 => self.float_candidates(root, 8, 23, &mut best),
+                _ => {}
+            },
+        }
+        if w >= 16 && w % 8 == 0 && matches!(hint, Hint::Opaque) {
+            let policy = self.lit;
+            if let Some(n) = self.merge(root, MergeOp::BytePlanes(w / 8), |c| leaf(c, &policy)) {
+                keep_smaller(&mut best, n);
+            }
+        }
+        if self.effort >= 1 && root.len() <= 1 << 16 {
+            if let Some(n) = self.repeat(root, hint) {
+                keep_smaller(&mut best, n);
+            }
+        }
+        best
+    }
+}

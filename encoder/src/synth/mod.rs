@@ -1,0 +1,36 @@
+//! Program synthesis: find a small program that rebuilds a chunk exactly.
+//!
+//! The seam is [`Synthesizer`]: given a chunk's root stream and what the
+//! container knows about it ([`Hint`]), return a program whose output is exactly
+//! that stream. [`CandidateSearch`] is the first synthesizer: it expands the
+//! decompositions that make sense for the dtype (float fields, byte planes,
+//! scans, constants), solves each child target recursively, and keeps the
+//! smallest candidate by exact serialized size. Every decomposition is
+//! target-directed: an operator's inverse splits the exact target into its
+//! children's exact targets, so every candidate rebuilds the chunk by
+//! construction (and the compressor still verifies it with the real decoder).
+
+use brevis_format::program::Node;
+use brevis_format::stream::Stream;
+use brevis_format::DType;
+
+pub mod candidates;
+pub mod lit;
+
+pub use candidates::CandidateSearch;
+pub use lit::LitPolicy;
+
+/// What the container knows about a chunk's data.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Hint {
+    /// Raw data of a tensor of this dtype; the root width is the dtype's.
+    Tensor(DType),
+    /// Bytes with no known structure, viewed as words of the root width.
+    Opaque,
+}
+
+/// Finds a program for a chunk.
+pub trait Synthesizer: Sync {
+    /// A program whose output is exactly `root`.
+    fn synthesize(&self, root: &Stream, hint: Hint) -> Node;
+}

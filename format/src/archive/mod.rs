@@ -1,0 +1,611 @@
+//! What the bytes of an archive are (see `docs/FORMAT.md`).
+//!
+//! ```text
+//! archive  = header record* end
+//! header   = MAGIC (8 bytes) | u16 version | u16 flags (0)
+//! record   = u8 kind | u32 body_len | body | u64 xxh3_64(kind, body_len, body)
+//! records  = (FILE (SEGMENT CHUNK*)*)* INDEX, then END
+//! ```
+//!
+//! All integers are little-endian; `varint` is canonical LEB128. Every record
+//! carries its own checksum, so a flipped bit is caught at the record it hit
+//! before anything in it is trusted.
+
+use alloc::string::String;
+use alloc::vec::Vec;
+
+use xxhash_rust::xxh3::xxh3_64;
+
+use crate::bytes::{put_string, put_varint, ByteReader};
+use crate::dtype::DType;
+use crate::error::{FormatError, Result};
+
+/// The first eight bytes of every archive (PNG-style: non-ASCII first byte,
+/// CR LF and ^Z to catch text-mode mangling).
+pub const MAGIC: [u8; 8] = [0x89, b'B', b'R', b'V', b'\r', b'\n', 0x1a, b'\n'];
+/// The format version this crate writes and reads.
+pub const VERSION: u16 = 1;
+/// Bytes of the archive header.
+pub const HEADER_LEN: usize = 12;
+/// Bytes of a record's framing: kind, body length and checksum.
+pub const RECORD_OVERHEAD: usize = 1 + 4 + 8;
+/// Largest record body a reader accepts (bounds the streaming decoder's buffer).
+pub const MAX_RECORD_BODY: u32 = 64 << 20;
+/// Largest decoded size of one chunk.
+pub const MAX_CHUNK_DECODED: u64 = 16 << 20;
+/// Largest path or tensor name, in bytes.
+pub const MAX_NAME: u64 = 4096;
+/// Most dimensions of a tensor.
+pub const MAX_RANK: u64 = 32;
+/// Body length of the END record.
+pub const END_BODY_LEN: u32 = 16;
+/// Bytes of the END record, framing included; the archive's last bytes.
+pub const END_LEN: usize = RECORD_OVERHEAD + END_BODY_LEN as usize;
+
+/// Record kinds.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[repr(u8)]
+pub enum RecordKind {
+    /// Starts a file.
+    File = 1,
+    /// Starts a segment of the current file.
+    Segment = 2,
+    /// A chunk of the current segment: a program.
+    Chunk = 3,
+    /// Offsets of every record, for random access.
+    Index = 4,
+    /// The last record: where the index is.
+    End = 5,
+}
+
+impl RecordKind {
+    /// The kind with wire value `v`.
+    pub fn from_u8(v: u8) -> Result<Self> {
+        Ok(match v {
+            1 => RecordKind::File,
+            2 => RecordKind::Segment,
+            3 => RecordKind::Chunk,
+            4 => RecordKind::Index,
+            5 => RecordKind::End,
+            _ => {
+                return Err(FormatError::UnknownTag {
+                    what: "record kind",
+                    tag: v.into(),
+                })
+            }
+        })
+    }
+}
+
+/// The archive header.
+pub fn header() -> [u8; HEADER_LEN] {
+    let mut h = [0u8; HEADER_LEN];
+    h[..8].copy_from_slice(&MAGIC);
+    h[8..10].copy_from_slice(&VERSION.to_le_bytes());
+    h
+}
+
+/// Checks an archive header.
+pub fn check_header(h: &[u8]) -> Result<()> {
+    let h = h
+        .get(..HEADER_LEN)
+        .ok_or(FormatError::Truncated { what: "archive header" })?;
+    if h[..8] != MAGIC {
+        return Err(FormatError::Invalid {
+            what: "archive magic (not a Brevis archive)",
+        });
+    }
+    let version = u16::from_le_bytes([h[8], h[9]]);
+    if version != VERSION {
+        return Err(FormatError::UnknownTag {
+            what: "archive version",
+            tag: version.into(),
+        });
+    }
+    if h[10..12] != [0, 0] {
+        return Err(FormatError::Invalid {
+            what: "archive flags (reserved, must be 0)",
+        });
+    }
+    Ok(())
+}
+
+/// Frames `body` as a record of `kind`, appending it to `out`.
+pub fn put_record(out: &mut Vec<u8>, kind: RecordKind, body: &[u8]) {
+    let start = out.len();
+    out.push(kind as u8);
+    out.extend_from_slice(&(body.len() as u32).to_le_bytes());
+    out.extend_from_slice(body);
+    let sum = record_checksum(&out[start..start + 5], body);
+    out.extend_from_slice(&sum.to_le_bytes());
+}
+
+fn record_checksum(head: &[u8], body: &[u8]) -> u64 {
+    let mut h = xxhash_rust::xxh3::Xxh3Default::new();
+    h.update(head);
+    h.update(body);
+    h.digest()
+}
+
+/// A record's framing, read from its first five bytes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RecordHead {
+    /// The kind.
+    pub kind: RecordKind,
+    /// Body length.
+    pub body_len: u32,
+}
+
+impl RecordHead {
+    /// Reads and checks the first five bytes of a record.
+    pub fn parse(b: &[u8]) -> Result<Self> {
+        let b = b.get(..5).ok_or(FormatError::Truncated { what: "record header" })?;
+        let kind = RecordKind::from_u8(b[0])?;
+        let body_len = u32::from_le_bytes([b[1], b[2], b[3], b[4]]);
+        if body_len > MAX_RECORD_BODY {
+            return Err(FormatError::LimitExceeded {
+                limit: "record body bytes",
+                requested: body_len.into(),
+                allowed: MAX_RECORD_BODY.into(),
+            });
+        }
+        Ok(RecordHead { kind, body_len })
+    }
+
+    /// Bytes of the whole record, framing included.
+    pub fn total_len(&self) -> usize {
+        RECORD_OVERHEAD + self.body_len as usize
+    }
+}
+
+/// Checks a complete record's checksum and returns its head and body.
+pub fn open_record(b: &[u8]) -> Result<(RecordHead, &[u8])> {
+    let head = RecordHead::parse(b)?;
+    let b = b
+        .get(..head.total_len())
+        .ok_or(FormatError::Truncated { what: "record" })?;
+    let body = &b[5..5 + head.body_len as usize];
+    let stored = u64::from_le_bytes(b[5 + head.body_len as usize..].try_into().unwrap_or([0; 8]));
+    let computed = record_checksum(&b[..5], body);
+    if stored != computed {
+        return Err(FormatError::Checksum {
+            what: "record",
+            stored,
+            computed,
+        });
+    }
+    Ok((head, body))
+}
+
+/// Starts a file: `string path | varint size | [32] sha256 | varint segments`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct FileRecord {
+    /// Relative path, `/`-separated, no `..`, no leading `/`.
+    pub path: String,
+    /// Bytes of the rebuilt file.
+    pub size: u64,
+    /// SHA-256 of the rebuilt file.
+    pub sha256: [u8; 32],
+    /// Segments that follow.
+    pub segments: u64,
+}
+
+/// What a segment holds.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum SegmentKind {
+    /// Bytes with no tensor meaning (headers, graphs, whole plain files).
+    Opaque,
+    /// A tensor's raw data.
+    Tensor {
+        /// Element type.
+        dtype: DType,
+        /// Dimensions (empty for a scalar).
+        shape: Vec<u64>,
+    },
+}
+
+/// Starts a segment: `u8 kind | string name | [u8 dtype | varint rank | varint dims…] | varint len | varint chunks`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SegmentRecord {
+    /// Opaque or tensor.
+    pub kind: SegmentKind,
+    /// Tensor name, or a label for opaque bytes.
+    pub name: String,
+    /// Bytes of the segment.
+    pub len: u64,
+    /// Chunks that follow.
+    pub chunks: u64,
+}
+
+/// A chunk: `varint decoded_len | u64 xxh3 of decoded bytes | u8 root width | program`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ChunkRecord<'a> {
+    /// Bytes the program rebuilds.
+    pub decoded_len: u64,
+    /// xxh3-64 of those bytes.
+    pub decoded_xxh3: u64,
+    /// Width of the root stream (a multiple of 8, 8..=64); the bytes are its
+    /// words in little-endian order.
+    pub root_width: u8,
+    /// The serialized program.
+    pub program: &'a [u8],
+}
+
+impl FileRecord {
+    /// Serializes the body.
+    pub fn body(&self) -> Vec<u8> {
+        let mut b = Vec::new();
+        put_string(&mut b, &self.path);
+        put_varint(&mut b, self.size);
+        b.extend_from_slice(&self.sha256);
+        put_varint(&mut b, self.segments);
+        b
+    }
+
+    /// Parses and validates a body.
+    pub fn parse(body: &[u8]) -> Result<Self> {
+        let mut r = ByteReader::new(body);
+        let path = r.string("file path", MAX_NAME)?;
+        check_path(path)?;
+        let size = r.varint("file size")?;
+        let sha256 = r.array("file sha256")?;
+        let segments = r.varint("file segment count")?;
+        r.finish("FILE record")?;
+        if segments > size.saturating_add(1) {
+            // Every segment but a lone empty one holds at least one byte.
+            return Err(FormatError::Invalid {
+                what: "file segment count (more segments than bytes)",
+            });
+        }
+        Ok(FileRecord {
+            path: path.into(),
+            size,
+            sha256,
+            segments,
+        })
+    }
+}
+
+/// Checks that an archived path is relative and cannot escape the output folder.
+pub fn check_path(path: &str) -> Result<()> {
+    let bad = path.is_empty()
+        || path.starts_with('/')
+        || path.contains('\\')
+        || path.contains('\0')
+        || path.split('/').any(|c| c.is_empty() || c == "." || c == "..")
+        || path.as_bytes().get(1) == Some(&b':');
+    if bad {
+        return Err(FormatError::Invalid {
+            what: "file path (must be relative, `/`-separated, without `.`, `..` or empty parts)",
+        });
+    }
+    Ok(())
+}
+
+impl SegmentRecord {
+    /// Serializes the body.
+    pub fn body(&self) -> Vec<u8> {
+        let mut b = Vec::new();
+        match &self.kind {
+            SegmentKind::Opaque => {
+                b.push(0);
+                put_string(&mut b, &self.name);
+            }
+            SegmentKind::Tensor { dtype, shape } => {
+                b.push(1);
+                put_string(&mut b, &self.name);
+                b.push(dtype.code());
+                put_varint(&mut b, shape.len() as u64);
+                shape.iter().for_each(|&d| put_varint(&mut b, d));
+            }
+        }
+        put_varint(&mut b, self.len);
+        put_varint(&mut b, self.chunks);
+        b
+    }
+
+    /// Parses and validates a body: a tensor's length must equal its element
+    /// count times its element size, and the chunk count must fit the length.
+    pub fn parse(body: &[u8]) -> Result<Self> {
+        let mut r = ByteReader::new(body);
+        let tag = r.u8("segment kind")?;
+        let name = String::from(r.string("segment name", MAX_NAME)?);
+        let kind = match tag {
+            0 => SegmentKind::Opaque,
+            1 => {
+                let dtype = DType::from_code(r.u8("tensor dtype")?)?;
+                let rank = r.varint_usize("tensor rank", MAX_RANK)?;
+                let mut shape = Vec::with_capacity(rank);
+                for _ in 0..rank {
+                    shape.push(r.varint("tensor dimension")?);
+                }
+                SegmentKind::Tensor { dtype, shape }
+            }
+            t => {
+                return Err(FormatError::UnknownTag {
+                    what: "segment kind",
+                    tag: t.into(),
+                })
+            }
+        };
+        let len = r.varint("segment length")?;
+        let chunks = r.varint("segment chunk count")?;
+        r.finish("SEGMENT record")?;
+        if let SegmentKind::Tensor { dtype, shape } = &kind {
+            let bytes = tensor_bytes(*dtype, shape)?;
+            if bytes != len {
+                return Err(FormatError::LengthMismatch {
+                    what: "tensor segment length",
+                    expected: bytes,
+                    found: len,
+                });
+            }
+        }
+        let min_chunks = len.div_ceil(MAX_CHUNK_DECODED);
+        if chunks < min_chunks || chunks > len.max(1) {
+            return Err(FormatError::Invalid {
+                what: "segment chunk count (does not fit its length)",
+            });
+        }
+        Ok(SegmentRecord {
+            kind,
+            name,
+            len,
+            chunks,
+        })
+    }
+}
+
+/// Bytes of a tensor: product of the shape times the element size, checked.
+pub fn tensor_bytes(dtype: DType, shape: &[u64]) -> Result<u64> {
+    shape
+        .iter()
+        .try_fold(dtype.size() as u64, |acc, &d| acc.checked_mul(d))
+        .ok_or(FormatError::Invalid {
+            what: "tensor shape (byte size overflows)",
+        })
+}
+
+impl<'a> ChunkRecord<'a> {
+    /// Serializes a chunk body.
+    pub fn body(decoded_len: u64, decoded_xxh3: u64, root_width: u8, program: &[u8]) -> Vec<u8> {
+        let mut b = Vec::with_capacity(program.len() + 20);
+        put_varint(&mut b, decoded_len);
+        b.extend_from_slice(&decoded_xxh3.to_le_bytes());
+        b.push(root_width);
+        b.extend_from_slice(program);
+        b
+    }
+
+    /// Parses and validates a body (the program itself is parsed by the decoder).
+    pub fn parse(body: &'a [u8]) -> Result<Self> {
+        let mut r = ByteReader::new(body);
+        let decoded_len = r.varint("chunk decoded length")?;
+        if decoded_len == 0 || decoded_len > MAX_CHUNK_DECODED {
+            return Err(FormatError::LimitExceeded {
+                limit: "chunk decoded bytes",
+                requested: decoded_len,
+                allowed: MAX_CHUNK_DECODED,
+            });
+        }
+        let decoded_xxh3 = r.u64_le("chunk checksum")?;
+        let root_width = r.u8("chunk root width")?;
+        if root_width == 0 || root_width % 8 != 0 || root_width > 64 {
+            return Err(FormatError::BadWidth { width: root_width });
+        }
+        if decoded_len % u64::from(root_width / 8) != 0 {
+            return Err(FormatError::Invalid {
+                what: "chunk length (not a whole number of root words)",
+            });
+        }
+        Ok(ChunkRecord {
+            decoded_len,
+            decoded_xxh3,
+            root_width,
+            program: r.rest(),
+        })
+    }
+
+    /// Words in the root stream.
+    pub fn root_count(&self) -> u64 {
+        self.decoded_len / u64::from(self.root_width / 8)
+    }
+}
+
+/// xxh3-64 of decoded bytes, as stored in chunk records.
+pub fn chunk_checksum(bytes: &[u8]) -> u64 {
+    xxh3_64(bytes)
+}
+
+/// One index entry: a record's kind, its offset in the archive, and for chunks
+/// the decoded length (so a reader can plan range requests without reading chunks).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct IndexEntry {
+    /// The record's kind (FILE, SEGMENT or CHUNK).
+    pub kind: RecordKind,
+    /// Offset of the record from the start of the archive.
+    pub offset: u64,
+    /// Decoded bytes (chunks only; 0 otherwise).
+    pub decoded_len: u64,
+}
+
+/// Serializes an index body: `varint n`, then per entry `u8 kind | varint offset
+/// delta from the previous entry | [varint decoded_len, chunks only]`.
+pub fn index_body(entries: &[IndexEntry]) -> Vec<u8> {
+    let mut b = Vec::new();
+    put_varint(&mut b, entries.len() as u64);
+    let mut prev = 0;
+    for e in entries {
+        b.push(e.kind as u8);
+        put_varint(&mut b, e.offset - prev);
+        prev = e.offset;
+        if e.kind == RecordKind::Chunk {
+            put_varint(&mut b, e.decoded_len);
+        }
+    }
+    b
+}
+
+/// Parses an index body; offsets must increase strictly and stay below `index_offset`.
+pub fn parse_index(body: &[u8], index_offset: u64) -> Result<Vec<IndexEntry>> {
+    let mut r = ByteReader::new(body);
+    // Each entry takes at least two bytes.
+    let n = r.varint_usize("index entry count", (body.len() / 2) as u64)?;
+    let mut entries = Vec::with_capacity(n);
+    let mut prev = 0u64;
+    for i in 0..n {
+        let kind = RecordKind::from_u8(r.u8("index entry kind")?)?;
+        if matches!(kind, RecordKind::Index | RecordKind::End) {
+            return Err(FormatError::Invalid {
+                what: "index entry kind",
+            });
+        }
+        let delta = r.varint("index offset")?;
+        if i > 0 && delta == 0 {
+            return Err(FormatError::Invalid {
+                what: "index offsets (not increasing)",
+            });
+        }
+        let offset = prev
+            .checked_add(delta)
+            .filter(|&o| o < index_offset && o >= HEADER_LEN as u64);
+        let offset = offset.ok_or(FormatError::Invalid {
+            what: "index offset (outside the archive)",
+        })?;
+        prev = offset;
+        let decoded_len = if kind == RecordKind::Chunk {
+            r.varint("index chunk length")?
+        } else {
+            0
+        };
+        entries.push(IndexEntry {
+            kind,
+            offset,
+            decoded_len,
+        });
+    }
+    r.finish("INDEX record")?;
+    Ok(entries)
+}
+
+/// The END record's body: `u64 index offset | u64 archive length`.
+pub fn end_body(index_offset: u64, archive_len: u64) -> [u8; END_BODY_LEN as usize] {
+    let mut b = [0u8; END_BODY_LEN as usize];
+    b[..8].copy_from_slice(&index_offset.to_le_bytes());
+    b[8..].copy_from_slice(&archive_len.to_le_bytes());
+    b
+}
+
+/// Parses the END record's body: returns the index offset; the archive length
+/// stored must equal `archive_len`.
+pub fn parse_end(body: &[u8], archive_len: u64) -> Result<u64> {
+    let mut r = ByteReader::new(body);
+    let index_offset = r.u64_le("END index offset")?;
+    let stored_len = r.u64_le("END archive length")?;
+    r.finish("END record")?;
+    if stored_len != archive_len {
+        return Err(FormatError::LengthMismatch {
+            what: "archive length",
+            expected: stored_len,
+            found: archive_len,
+        });
+    }
+    if index_offset < HEADER_LEN as u64 || index_offset >= archive_len.saturating_sub(END_LEN as u64).saturating_add(1)
+    {
+        return Err(FormatError::Invalid {
+            what: "END index offset (outside the archive)",
+        });
+    }
+    Ok(index_offset)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn records_round_trip_and_checksums_catch_flips() {
+        let f = FileRecord {
+            path: "a/b.safetensors".into(),
+            size: 10,
+            sha256: [7; 32],
+            segments: 2,
+        };
+        let mut out = Vec::new();
+        put_record(&mut out, RecordKind::File, &f.body());
+        let (head, body) = open_record(&out).unwrap();
+        assert_eq!(head.kind, RecordKind::File);
+        assert_eq!(FileRecord::parse(body).unwrap(), f);
+        for bit in 0..out.len() * 8 {
+            let mut bad = out.clone();
+            bad[bit / 8] ^= 1 << (bit % 8);
+            assert!(open_record(&bad).is_err(), "bit {bit}");
+        }
+    }
+
+    #[test]
+    fn segment_lengths_are_checked_against_shapes() {
+        let s = SegmentRecord {
+            kind: SegmentKind::Tensor {
+                dtype: DType::BF16,
+                shape: alloc::vec![3, 5],
+            },
+            name: "w".into(),
+            len: 30,
+            chunks: 1,
+        };
+        assert_eq!(SegmentRecord::parse(&s.body()).unwrap(), s);
+        let bad = SegmentRecord { len: 31, ..s.clone() };
+        assert!(matches!(
+            SegmentRecord::parse(&bad.body()),
+            Err(FormatError::LengthMismatch { .. })
+        ));
+        let overflow = SegmentRecord {
+            kind: SegmentKind::Tensor {
+                dtype: DType::F32,
+                shape: alloc::vec![u64::MAX, 2],
+            },
+            ..s.clone()
+        };
+        assert!(matches!(
+            SegmentRecord::parse(&overflow.body()),
+            Err(FormatError::Invalid { .. })
+        ));
+        let too_many_chunks = SegmentRecord { chunks: 31, ..s };
+        assert!(SegmentRecord::parse(&too_many_chunks.body()).is_err());
+    }
+
+    #[test]
+    fn paths_cannot_escape() {
+        for p in ["", "/etc/passwd", "../x", "a/../../x", "a//b", "./a", "C:x", "a\\b"] {
+            assert!(check_path(p).is_err(), "{p:?}");
+        }
+        for p in ["model.safetensors", "onnx/model.onnx", "a.b/c..d"] {
+            check_path(p).unwrap();
+        }
+    }
+
+    #[test]
+    fn index_round_trips_and_rejects_bad_offsets() {
+        let e = [
+            IndexEntry {
+                kind: RecordKind::File,
+                offset: 12,
+                decoded_len: 0,
+            },
+            IndexEntry {
+                kind: RecordKind::Segment,
+                offset: 60,
+                decoded_len: 0,
+            },
+            IndexEntry {
+                kind: RecordKind::Chunk,
+                offset: 90,
+                decoded_len: 4096,
+            },
+        ];
+        let b = index_body(&e);
+        assert_eq!(parse_index(&b, 1000).unwrap(), e);
+        assert!(parse_index(&b, 90).is_err());
+    }
+}

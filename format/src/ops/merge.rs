@@ -1,0 +1,189 @@
+//! `Merge[op](P1..Pk)`: builds each word from `k` child words laid side by side
+//! as contiguous bit fields, the first child in the most significant bits.
+//!
+//! - [`MergeOp::Fields`]`(w1..wk)`: child `j` is a `wj`-bit field; the output is
+//!   `Σ wj` bits wide. Float sign/exponent/mantissa is `Fields(1, e, m)`.
+//! - [`MergeOp::BitPlanes`]: `Fields(1, 1, …, 1)`, one plane per bit, top bit first.
+//! - [`MergeOp::BytePlanes`]: `Fields(8, 8, …)`, one plane per byte, top byte first.
+//!
+//! Decoder direction: `out[i] = Σ child_j[i] << shift_j`. Encoder direction:
+//! `child_j[i] = (t[i] >> shift_j) & mask(wj)`.
+
+use alloc::vec::Vec;
+
+use crate::error::{FormatError, Result};
+use crate::stream::{mask, Stream, Word};
+
+/// The most children a merge may have (one per bit of a 64-bit word).
+pub const MAX_FIELDS: usize = 64;
+
+/// How child words are laid side by side.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub enum MergeOp {
+    /// Fields of the given widths, first = most significant.
+    Fields(Vec<u8>),
+    /// `k` one-bit planes (`k` = output width).
+    BitPlanes(u8),
+    /// `k` byte planes (output width `8k`).
+    BytePlanes(u8),
+}
+
+impl MergeOp {
+    /// Wire tag.
+    pub fn tag(&self) -> u8 {
+        match self {
+            MergeOp::Fields(_) => 0,
+            MergeOp::BitPlanes(_) => 1,
+            MergeOp::BytePlanes(_) => 2,
+        }
+    }
+
+    /// Name used in the text form.
+    pub fn name(&self) -> &'static str {
+        match self {
+            MergeOp::Fields(_) => "fields",
+            MergeOp::BitPlanes(_) => "bits",
+            MergeOp::BytePlanes(_) => "bytes",
+        }
+    }
+
+    /// The children's widths, most significant first.
+    pub fn field_widths(&self) -> Vec<u8> {
+        match self {
+            MergeOp::Fields(w) => w.clone(),
+            MergeOp::BitPlanes(k) => alloc::vec![1; usize::from(*k)],
+            MergeOp::BytePlanes(k) => alloc::vec![8; usize::from(*k)],
+        }
+    }
+
+    /// Typing rule: 2..=64 fields, each at least one bit, at most 64 bits in all.
+    /// Returns the output width.
+    pub fn check(&self) -> Result<u8> {
+        let widths = self.field_widths();
+        if widths.len() < 2 || widths.len() > MAX_FIELDS {
+            return Err(FormatError::Type {
+                op: "Merge",
+                rule: "needs 2..=64 children",
+            });
+        }
+        let mut total = 0u32;
+        for &w in &widths {
+            if w == 0 {
+                return Err(FormatError::Type {
+                    op: "Merge",
+                    rule: "a field has zero width",
+                });
+            }
+            total += u32::from(w);
+        }
+        if total > 64 {
+            return Err(FormatError::Type {
+                op: "Merge",
+                rule: "fields add up to more than 64 bits",
+            });
+        }
+        Ok(total as u8)
+    }
+
+    /// The decoder direction: ORs each child into place in `out` (which must
+    /// start zeroed and have the children's length).
+    pub fn apply<W: Word>(&self, children: &[Stream], out: &mut [W]) -> Result<()> {
+        let widths = self.field_widths();
+        if children.len() != widths.len() {
+            return Err(FormatError::Type {
+                op: "Merge",
+                rule: "child count differs from the field count",
+            });
+        }
+        let mut shift: u32 = widths.iter().map(|&w| u32::from(w)).sum();
+        for (child, &w) in children.iter().zip(&widths) {
+            shift -= u32::from(w);
+            if child.width() != w || child.len() != out.len() {
+                return Err(FormatError::Type {
+                    op: "Merge",
+                    rule: "child type differs from its field",
+                });
+            }
+            crate::with_words!(child.words(), c => or_shifted(out, c, shift));
+        }
+        Ok(())
+    }
+
+    /// The encoder direction: splits `target` into the children's streams.
+    pub fn split(&self, target: &Stream) -> Result<Vec<Stream>> {
+        let widths = self.field_widths();
+        let total = self.check()?;
+        if total != target.width() {
+            return Err(FormatError::Type {
+                op: "Merge",
+                rule: "fields do not add up to the target width",
+            });
+        }
+        let mut shift = u32::from(total);
+        let mut out = Vec::with_capacity(widths.len());
+        for &w in &widths {
+            shift -= u32::from(w);
+            let mut child = Stream::zeros(w, target.len())?;
+            let m = mask(w);
+            let mut words = child.into_words();
+            crate::with_words!(target.words(), t => crate::with_words_mut!(&mut words, c => extract(t, c, shift, m)));
+            child = Stream::new(w, words)?;
+            out.push(child);
+        }
+        Ok(out)
+    }
+}
+
+#[inline]
+fn or_shifted<O: Word, C: Word>(out: &mut [O], child: &[C], shift: u32) {
+    for (o, &c) in out.iter_mut().zip(child) {
+        *o = O::from_u64(o.to_u64() | (c.to_u64() << shift));
+    }
+}
+
+#[inline]
+fn extract<T: Word, C: Word>(target: &[T], child: &mut [C], shift: u32, m: u64) {
+    for (c, &t) in child.iter_mut().zip(target) {
+        *c = C::from_u64((t.to_u64() >> shift) & m);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn split_then_apply_round_trips() {
+        let vals: Vec<u64> = (0..300u64).map(|i| i.wrapping_mul(0x9E37_79B9) & 0xffff).collect();
+        let target = Stream::from_u64s(16, &vals).unwrap();
+        for op in [
+            MergeOp::Fields(alloc::vec![1, 8, 7]),
+            MergeOp::BitPlanes(16),
+            MergeOp::BytePlanes(2),
+        ] {
+            assert_eq!(op.check().unwrap(), 16);
+            let children = op.split(&target).unwrap();
+            let mut out = alloc::vec![0u16; vals.len()];
+            op.apply(&children, &mut out).unwrap();
+            let back: Vec<u64> = out.iter().map(|&x| u64::from(x)).collect();
+            assert_eq!(back, vals, "{op:?}");
+        }
+    }
+
+    #[test]
+    fn float_fields_put_sign_first() {
+        let target = Stream::from_u64s(16, &[0x8000 | (0x7f << 7) | 5]).unwrap();
+        let parts = MergeOp::Fields(alloc::vec![1, 8, 7]).split(&target).unwrap();
+        let got: Vec<u64> = parts.iter().map(|p| p.get(0).unwrap()).collect();
+        assert_eq!(got, [1, 0x7f, 5]);
+    }
+
+    #[test]
+    fn typing_rejects_bad_layouts() {
+        assert!(MergeOp::Fields(alloc::vec![8]).check().is_err());
+        assert!(MergeOp::Fields(alloc::vec![8, 0]).check().is_err());
+        assert!(MergeOp::Fields(alloc::vec![40, 40]).check().is_err());
+        assert!(MergeOp::BytePlanes(9).check().is_err());
+        assert_eq!(MergeOp::BytePlanes(8).check().unwrap(), 64);
+    }
+}

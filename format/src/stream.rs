@@ -1,0 +1,263 @@
+//! Word streams: `n` words of `b` bits (`b[n]`), the values every program node produces.
+//!
+//! A stream keeps its words in the smallest machine integer that holds `b` bits
+//! (`u8` up to 8 bits, `u16` up to 16, `u32` up to 32, `u64` up to 64), so operators
+//! run as plain loops over slices the compiler can vectorize.
+
+use alloc::vec::Vec;
+
+use crate::error::{FormatError, Result};
+
+/// Largest word width a stream may have, in bits.
+pub const MAX_WIDTH: u8 = 64;
+
+/// A machine integer that holds the words of a stream.
+pub trait Word: Copy + Default + Eq + Ord + core::fmt::Debug + Send + Sync + 'static {
+    /// Bits in the machine integer (8, 16, 32 or 64).
+    const BITS: u32;
+    /// Zero-extends to `u64`.
+    fn to_u64(self) -> u64;
+    /// Truncates a `u64` to this integer.
+    fn from_u64(v: u64) -> Self;
+}
+
+macro_rules! impl_word {
+    ($($t:ty),*) => {$(
+        impl Word for $t {
+            const BITS: u32 = <$t>::BITS;
+            #[inline(always)]
+            fn to_u64(self) -> u64 { self as u64 }
+            #[inline(always)]
+            fn from_u64(v: u64) -> Self { v as $t }
+        }
+    )*};
+}
+impl_word!(u8, u16, u32, u64);
+
+/// The storage of a stream's words, by container size.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Words {
+    /// Widths 1..=8.
+    U8(Vec<u8>),
+    /// Widths 9..=16.
+    U16(Vec<u16>),
+    /// Widths 17..=32.
+    U32(Vec<u32>),
+    /// Widths 33..=64.
+    U64(Vec<u64>),
+}
+
+/// `n` words of `width` bits; every word is below `2^width`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Stream {
+    width: u8,
+    words: Words,
+}
+
+/// Bytes of the container that holds words of `width` bits (1, 2, 4 or 8).
+pub const fn container_bytes(width: u8) -> usize {
+    match width {
+        0..=8 => 1,
+        9..=16 => 2,
+        17..=32 => 4,
+        _ => 8,
+    }
+}
+
+/// The mask of the low `width` bits.
+#[inline(always)]
+pub const fn mask(width: u8) -> u64 {
+    if width >= 64 {
+        u64::MAX
+    } else {
+        (1u64 << width) - 1
+    }
+}
+
+/// Checks that `width` is a legal stream width (1..=64).
+pub fn check_width(width: u8) -> Result<()> {
+    if width == 0 || width > MAX_WIDTH {
+        return Err(FormatError::BadWidth { width });
+    }
+    Ok(())
+}
+
+impl Stream {
+    /// A stream of `len` zero words of `width` bits.
+    pub fn zeros(width: u8, len: usize) -> Result<Self> {
+        check_width(width)?;
+        let words = match container_bytes(width) {
+            1 => Words::U8(alloc::vec![0; len]),
+            2 => Words::U16(alloc::vec![0; len]),
+            4 => Words::U32(alloc::vec![0; len]),
+            _ => Words::U64(alloc::vec![0; len]),
+        };
+        Ok(Stream { width, words })
+    }
+
+    /// Wraps words, checking the container matches `width` and every word fits.
+    pub fn new(width: u8, words: Words) -> Result<Self> {
+        check_width(width)?;
+        let ok = match (&words, container_bytes(width)) {
+            (Words::U8(_), 1) | (Words::U16(_), 2) | (Words::U32(_), 4) | (Words::U64(_), 8) => true,
+            _ => false,
+        };
+        if !ok {
+            return Err(FormatError::BadWidth { width });
+        }
+        let s = Stream { width, words };
+        if width < 64 {
+            let m = mask(width);
+            let too_big = with_words!(&s.words, w => w.iter().any(|&x| x.to_u64() & !m != 0));
+            if too_big {
+                return Err(FormatError::WordTooWide { width });
+            }
+        }
+        Ok(s)
+    }
+
+    /// Builds a stream from `u64` values (test and encoder convenience).
+    pub fn from_u64s(width: u8, values: &[u64]) -> Result<Self> {
+        let mut s = Stream::zeros(width, values.len())?;
+        with_words_mut!(&mut s.words, w => {
+            for (d, &v) in w.iter_mut().zip(values) {
+                *d = Word::from_u64(v);
+            }
+        });
+        Stream::new(width, s.words)
+    }
+
+    /// Reads little-endian words of `width` bits (`width` a multiple of 8) from bytes.
+    pub fn from_le_bytes(width: u8, bytes: &[u8]) -> Result<Self> {
+        check_width(width)?;
+        if width % 8 != 0 {
+            return Err(FormatError::BadWidth { width });
+        }
+        let wb = usize::from(width / 8);
+        if bytes.len() % wb != 0 {
+            return Err(FormatError::LengthMismatch {
+                what: "bytes for words",
+                expected: (bytes.len() / wb * wb) as u64,
+                found: bytes.len() as u64,
+            });
+        }
+        let n = bytes.len() / wb;
+        let words = match width {
+            8 => Words::U8(bytes.to_vec()),
+            16 => Words::U16(
+                bytes
+                    .chunks_exact(2)
+                    .map(|c| u16::from_le_bytes([c[0], c[1]]))
+                    .collect(),
+            ),
+            24 => Words::U32(
+                bytes
+                    .chunks_exact(3)
+                    .map(|c| u32::from_le_bytes([c[0], c[1], c[2], 0]))
+                    .collect(),
+            ),
+            32 => Words::U32(
+                bytes
+                    .chunks_exact(4)
+                    .map(|c| u32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+                    .collect(),
+            ),
+            _ => {
+                let mut v = Vec::with_capacity(n);
+                for c in bytes.chunks_exact(wb) {
+                    let mut b = [0u8; 8];
+                    b[..wb].copy_from_slice(c);
+                    v.push(u64::from_le_bytes(b));
+                }
+                Words::U64(v)
+            }
+        };
+        Ok(Stream { width, words })
+    }
+
+    /// Appends the words as little-endian bytes (`width` a multiple of 8).
+    pub fn write_le_bytes(&self, out: &mut Vec<u8>) -> Result<()> {
+        if self.width % 8 != 0 {
+            return Err(FormatError::BadWidth { width: self.width });
+        }
+        let wb = usize::from(self.width / 8);
+        out.reserve(self.len() * wb);
+        match &self.words {
+            Words::U8(v) => out.extend_from_slice(v),
+            Words::U16(v) => v.iter().for_each(|x| out.extend_from_slice(&x.to_le_bytes())),
+            Words::U32(v) => v.iter().for_each(|x| out.extend_from_slice(&x.to_le_bytes()[..wb])),
+            Words::U64(v) => v.iter().for_each(|x| out.extend_from_slice(&x.to_le_bytes()[..wb])),
+        }
+        Ok(())
+    }
+
+    /// Element width in bits.
+    pub fn width(&self) -> u8 {
+        self.width
+    }
+
+    /// Number of words.
+    pub fn len(&self) -> usize {
+        with_words!(&self.words, w => w.len())
+    }
+
+    /// True when the stream holds no words.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// The word storage.
+    pub fn words(&self) -> &Words {
+        &self.words
+    }
+
+    /// Consumes the stream, returning its storage.
+    pub fn into_words(self) -> Words {
+        self.words
+    }
+
+    /// Word `i` as `u64` (slow path; for tests and small tables).
+    pub fn get(&self, i: usize) -> Option<u64> {
+        with_words!(&self.words, w => w.get(i).map(|x| x.to_u64()))
+    }
+
+    /// All words as `u64` (slow path; for tests and analysis).
+    pub fn to_u64s(&self) -> Vec<u64> {
+        with_words!(&self.words, w => w.iter().map(|x| x.to_u64()).collect())
+    }
+
+    /// Bytes this stream occupies in memory.
+    pub fn mem_bytes(&self) -> usize {
+        self.len() * container_bytes(self.width)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn le_bytes_round_trip_all_byte_widths() {
+        let bytes: Vec<u8> = (0..840u32).map(|i| (i * 37 + 11) as u8).collect();
+        for width in [8u8, 16, 24, 32, 40, 48, 56, 64] {
+            let s = Stream::from_le_bytes(width, &bytes).unwrap();
+            assert_eq!(s.len(), bytes.len() / usize::from(width / 8));
+            let mut back = Vec::new();
+            s.write_le_bytes(&mut back).unwrap();
+            assert_eq!(back, bytes, "width {width}");
+        }
+    }
+
+    #[test]
+    fn new_rejects_words_wider_than_width() {
+        assert_eq!(
+            Stream::new(3, Words::U8(alloc::vec![1, 8])),
+            Err(FormatError::WordTooWide { width: 3 })
+        );
+        assert_eq!(
+            Stream::new(9, Words::U8(alloc::vec![1])),
+            Err(FormatError::BadWidth { width: 9 })
+        );
+        assert_eq!(Stream::zeros(0, 1), Err(FormatError::BadWidth { width: 0 }));
+    }
+}

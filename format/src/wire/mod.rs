@@ -1,0 +1,146 @@
+//! Wire encodings of a `Lit`: how a literal's words are written.
+//!
+//! Encodings are not operators: a `Lit[b](n words)` is always decoded into exactly
+//! `n` words of `b` bits; the encoding only says how those words are stored. Each
+//! payload is self-contained (tables included), so its length is the literal's
+//! exact cost. The encoder tries the applicable encodings and keeps the smallest.
+//!
+//! | tag | encoding | widths | payload |
+//! |---|---|---|---|
+//! | 0 | [`raw`] | 1..=64 | each word in `ceil(b/8)` little-endian bytes |
+//! | 1 | [`bitpack`] | 1..=64 | `[u8] k`, then words packed in `k` bits, LSB first |
+//! | 2 | [`huffman`] | 1..=16 | canonical Huffman code lengths, then the bit stream |
+//! | 3 | [`rans`] | 1..=16 | quantized frequency table, then interleaved rANS states |
+//! | 4 | [`zstd`] | 1..=64 | a zstd frame of the `raw` payload |
+
+use alloc::vec::Vec;
+
+use crate::error::{FormatError, Result};
+use crate::stream::{Stream, Words};
+
+pub mod bitpack;
+pub mod huffman;
+pub mod rans;
+pub mod raw;
+pub mod zstd;
+
+/// The widest stream the entropy coders (Huffman, rANS) accept.
+pub const MAX_ENTROPY_WIDTH: u8 = 16;
+
+/// How a literal's words are stored.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[repr(u8)]
+pub enum LitEncoding {
+    /// Words in `ceil(b/8)` little-endian bytes each.
+    Raw = 0,
+    /// Words packed in as few bits as the largest needs.
+    BitPacked = 1,
+    /// Canonical Huffman code.
+    Huffman = 2,
+    /// Interleaved rANS with a static, quantized frequency table.
+    Rans = 3,
+    /// A zstd frame of the raw payload.
+    Zstd = 4,
+}
+
+impl LitEncoding {
+    /// All encodings, in tag order.
+    pub const ALL: [LitEncoding; 5] = [
+        LitEncoding::Raw,
+        LitEncoding::BitPacked,
+        LitEncoding::Huffman,
+        LitEncoding::Rans,
+        LitEncoding::Zstd,
+    ];
+
+    /// The encoding with wire tag `tag`.
+    pub fn from_tag(tag: u8) -> Result<Self> {
+        Self::ALL.get(usize::from(tag)).copied().ok_or(FormatError::UnknownTag {
+            what: "literal encoding",
+            tag: tag.into(),
+        })
+    }
+
+    /// Name used in the text form of programs.
+    pub fn name(self) -> &'static str {
+        match self {
+            LitEncoding::Raw => "raw",
+            LitEncoding::BitPacked => "packed",
+            LitEncoding::Huffman => "huffman",
+            LitEncoding::Rans => "rans",
+            LitEncoding::Zstd => "zstd",
+        }
+    }
+
+    /// Whether this encoding can store words of `width` bits.
+    pub fn supports_width(self, width: u8) -> bool {
+        match self {
+            LitEncoding::Huffman | LitEncoding::Rans => width <= MAX_ENTROPY_WIDTH,
+            _ => true,
+        }
+    }
+}
+
+/// Decodes a literal payload into `count` words of `width` bits.
+///
+/// `count` must already be checked against the caller's limits: this allocates
+/// `count` words.
+pub fn decode(encoding: LitEncoding, width: u8, count: usize, payload: &[u8]) -> Result<Stream> {
+    if !encoding.supports_width(width) {
+        return Err(FormatError::Type {
+            op: "Lit",
+            rule: "entropy-coded literals hold at most 16-bit words",
+        });
+    }
+    let mut s = Stream::zeros(width, count)?;
+    let mut words = s.into_words();
+    match encoding {
+        LitEncoding::Raw => crate::with_words_mut!(&mut words, w => raw::decode(payload, width, w)?),
+        LitEncoding::BitPacked => crate::with_words_mut!(&mut words, w => bitpack::decode(payload, width, w)?),
+        LitEncoding::Zstd => crate::with_words_mut!(&mut words, w => zstd::decode(payload, width, w)?),
+        LitEncoding::Huffman => match &mut words {
+            Words::U8(w) => huffman::decode(payload, width, w)?,
+            Words::U16(w) => huffman::decode(payload, width, w)?,
+            _ => unreachable_width()?,
+        },
+        LitEncoding::Rans => match &mut words {
+            Words::U8(w) => rans::decode(payload, width, w)?,
+            Words::U16(w) => rans::decode(payload, width, w)?,
+            _ => unreachable_width()?,
+        },
+    }
+    s = Stream::new(width, words)?;
+    Ok(s)
+}
+
+fn unreachable_width() -> Result<()> {
+    Err(FormatError::Type {
+        op: "Lit",
+        rule: "entropy-coded literals hold at most 16-bit words",
+    })
+}
+
+/// Encodes a stream with one of the pure-Rust encodings (everything but zstd,
+/// whose encoder lives in the encoder crate). Returns `None` where the encoding
+/// does not apply to this stream.
+pub fn encode(encoding: LitEncoding, stream: &Stream) -> Option<Vec<u8>> {
+    let width = stream.width();
+    if !encoding.supports_width(width) {
+        return None;
+    }
+    match encoding {
+        LitEncoding::Raw => Some(crate::with_words!(stream.words(), w => raw::encode(w, width))),
+        LitEncoding::BitPacked => Some(crate::with_words!(stream.words(), w => bitpack::encode(w, width))),
+        LitEncoding::Huffman => match stream.words() {
+            Words::U8(w) => huffman::encode(w, width),
+            Words::U16(w) => huffman::encode(w, width),
+            _ => None,
+        },
+        LitEncoding::Rans => match stream.words() {
+            Words::U8(w) => rans::encode(w, width),
+            Words::U16(w) => rans::encode(w, width),
+            _ => None,
+        },
+        LitEncoding::Zstd => None,
+    }
+}

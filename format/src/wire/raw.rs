@@ -1,0 +1,57 @@
+//! `raw`: each word in `ceil(b/8)` little-endian bytes. The payload is exactly
+//! `count * ceil(b/8)` bytes; high bits above `b` must be zero.
+
+use alloc::vec::Vec;
+
+use crate::error::{FormatError, Result};
+use crate::stream::{mask, Word};
+
+/// Bytes one word takes in the raw encoding.
+pub fn word_bytes(width: u8) -> usize {
+    usize::from(width).div_ceil(8)
+}
+
+/// Writes words of `width` bits as raw little-endian bytes.
+pub fn encode<W: Word>(words: &[W], width: u8) -> Vec<u8> {
+    let wb = word_bytes(width);
+    let mut out = Vec::with_capacity(words.len() * wb);
+    for &w in words {
+        out.extend_from_slice(&w.to_u64().to_le_bytes()[..wb]);
+    }
+    out
+}
+
+/// Reads `out.len()` raw words of `width` bits.
+pub fn decode<W: Word>(payload: &[u8], width: u8, out: &mut [W]) -> Result<()> {
+    let wb = word_bytes(width);
+    let need = out.len().checked_mul(wb).ok_or(FormatError::Invalid {
+        what: "raw literal length",
+    })?;
+    if payload.len() != need {
+        return Err(FormatError::LengthMismatch {
+            what: "raw literal payload",
+            expected: need as u64,
+            found: payload.len() as u64,
+        });
+    }
+    let m = mask(width);
+    let mut bad = 0u64;
+    if wb == core::mem::size_of::<W>() && wb == 1 {
+        for (d, &b) in out.iter_mut().zip(payload) {
+            bad |= u64::from(b) & !m;
+            *d = W::from_u64(u64::from(b));
+        }
+    } else {
+        for (d, c) in out.iter_mut().zip(payload.chunks_exact(wb)) {
+            let mut b = [0u8; 8];
+            b[..wb].copy_from_slice(c);
+            let v = u64::from_le_bytes(b);
+            bad |= v & !m;
+            *d = W::from_u64(v);
+        }
+    }
+    if bad != 0 {
+        return Err(FormatError::WordTooWide { width });
+    }
+    Ok(())
+}
