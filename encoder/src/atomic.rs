@@ -13,6 +13,7 @@ pub struct AtomicFile {
     temp_path: PathBuf,
     writer: Option<BufWriter<File>>,
     overwrite: bool,
+    committed: bool,
 }
 
 impl AtomicFile {
@@ -43,6 +44,7 @@ impl AtomicFile {
                         temp_path,
                         writer: Some(BufWriter::with_capacity(1 << 20, f)),
                         overwrite,
+                        committed: false,
                     })
                 }
                 Err(e) if e.kind() == io::ErrorKind::AlreadyExists && attempt < 100 => attempt += 1,
@@ -78,8 +80,9 @@ impl AtomicFile {
                     e
                 }
             })?;
-            fs::remove_file(&self.temp_path)?;
+            let _ = fs::remove_file(&self.temp_path);
         }
+        self.committed = true;
         if let Some(dir) = self.final_path.parent().filter(|d| !d.as_os_str().is_empty()) {
             // Make the rename durable; not every platform can sync a directory.
             let _ = File::open(dir).and_then(|d| d.sync_all());
@@ -106,7 +109,7 @@ impl Write for AtomicFile {
 
 impl Drop for AtomicFile {
     fn drop(&mut self) {
-        if self.writer.take().is_some() {
+        if !self.committed {
             let _ = fs::remove_file(&self.temp_path);
         }
     }

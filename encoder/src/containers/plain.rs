@@ -42,17 +42,39 @@ pub fn choose_view(bytes: &[u8]) -> View {
     }
     let mut best_bits = plane_entropy(sample, 1, 0);
     for (width, wb) in [(16u8, 2usize), (32, 4)] {
-        for phase in 0..wb {
-            let bits = plane_entropy(sample, wb, phase);
-            // Prefer the wider view only when it clearly pays (1%), so noise
-            // does not flip a byte stream into words.
-            if bits < best_bits * 0.99 {
-                best_bits = bits;
-                best = View { width, phase };
-            }
+        // Byte planes cost the same at every alignment, so they decide the width;
+        // the alignment is where the top nine bits (sign and exponent of a float)
+        // are most predictable.
+        let phase = (0..wb)
+            .min_by(|&a, &b| top_bits_entropy(sample, wb, a).total_cmp(&top_bits_entropy(sample, wb, b)))
+            .unwrap_or(0);
+        let bits = plane_entropy(sample, wb, phase);
+        // Prefer the wider view only when it clearly pays (1%), so noise
+        // does not flip a byte stream into words.
+        if bits < best_bits * 0.99 {
+            best_bits = bits;
+            best = View { width, phase };
         }
     }
     best
+}
+
+/// Entropy in bits of the top nine bits of `wb`-byte little-endian words of `s[phase..]`.
+fn top_bits_entropy(s: &[u8], wb: usize, phase: usize) -> f64 {
+    let body = &s[phase.min(s.len())..];
+    let mut hist = vec![0u32; 512];
+    let mut n = 0usize;
+    for w in body.chunks_exact(wb) {
+        let top = (usize::from(w[wb - 1]) << 1) | usize::from(w[wb - 2] >> 7);
+        hist[top] += 1;
+        n += 1;
+    }
+    let n = n.max(1) as f64;
+    hist.iter()
+        .filter(|&&c| c > 0)
+        .map(|&c| -(c as f64) * (c as f64 / n).log2())
+        .sum::<f64>()
+        / n
 }
 
 /// Estimated bits per byte when `s[phase..]` is cut into `wb`-byte words and

@@ -1,0 +1,175 @@
+//! The `brevis` command line, run as a user would: round trips, exit codes,
+//! and the promises about never losing or overwriting data.
+
+use std::fs;
+use std::path::Path;
+use std::process::{Command, Output};
+
+fn brevis(args: &[&str], cwd: &Path) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_brevis"))
+        .args(args)
+        .current_dir(cwd)
+        .output()
+        .expect("run brevis")
+}
+
+fn bundled() -> &'static [u8] {
+    include_bytes!("../assets/silero_vad_16k.safetensors")
+}
+
+fn ok(o: &Output) {
+    assert!(
+        o.status.success(),
+        "stdout: {}\nstderr: {}",
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    );
+}
+
+#[test]
+fn compress_decompress_verify_inspect_round_trip() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    fs::write(d.join("model.safetensors"), bundled()).unwrap();
+    let before = fs::metadata(d.join("model.safetensors")).unwrap().modified().unwrap();
+    ok(&brevis(&["compress", "model.safetensors", "-q"], d));
+    assert!(
+        d.join("model.safetensors.brv").exists(),
+        "default output name is IN.brv"
+    );
+    // The input is untouched: same bytes, same mtime.
+    assert_eq!(fs::read(d.join("model.safetensors")).unwrap(), bundled());
+    assert_eq!(
+        fs::metadata(d.join("model.safetensors")).unwrap().modified().unwrap(),
+        before
+    );
+
+    let v = brevis(&["verify", "model.safetensors.brv"], d);
+    ok(&v);
+    assert!(String::from_utf8_lossy(&v.stdout).contains("OK"));
+
+    let i = brevis(&["inspect", "model.safetensors.brv"], d);
+    ok(&i);
+    let text = String::from_utf8_lossy(&i.stdout);
+    assert!(
+        text.contains("lstm_cell.weight_ih") && text.contains("F32") && text.contains("totals by dtype"),
+        "{text}"
+    );
+
+    ok(&brevis(&["decompress", "model.safetensors.brv", "-o", "out", "-q"], d));
+    assert_eq!(fs::read(d.join("out/model.safetensors")).unwrap(), bundled());
+}
+
+#[test]
+fn directories_round_trip_with_their_tree() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    fs::create_dir_all(d.join("repo/onnx")).unwrap();
+    fs::write(d.join("repo/model.safetensors"), bundled()).unwrap();
+    fs::write(d.join("repo/config.json"), b"{\"a\": 1}").unwrap();
+    fs::write(d.join("repo/onnx/model.onnx"), &bundled()[..100_000]).unwrap();
+    ok(&brevis(&["compress", "repo", "-o", "repo.brv", "-q"], d));
+    ok(&brevis(&["decompress", "repo.brv", "-o", "back", "-q"], d));
+    for f in ["model.safetensors", "config.json", "onnx/model.onnx"] {
+        assert_eq!(
+            fs::read(d.join("back").join(f)).unwrap(),
+            fs::read(d.join("repo").join(f)).unwrap(),
+            "{f}"
+        );
+    }
+}
+
+#[test]
+fn never_overwrites_without_force_and_never_writes_over_an_input() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    fs::write(d.join("m.safetensors"), bundled()).unwrap();
+    fs::write(d.join("existing.brv"), b"precious").unwrap();
+    let o = brevis(&["compress", "m.safetensors", "-o", "existing.brv", "-q"], d);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("already exists"));
+    assert_eq!(fs::read(d.join("existing.brv")).unwrap(), b"precious");
+
+    ok(&brevis(
+        &["compress", "m.safetensors", "-o", "existing.brv", "-f", "-q"],
+        d,
+    ));
+    assert_ne!(fs::read(d.join("existing.brv")).unwrap(), b"precious");
+
+    let o = brevis(&["compress", "m.safetensors", "-o", "m.safetensors", "-f", "-q"], d);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("is one of the inputs"));
+    assert_eq!(fs::read(d.join("m.safetensors")).unwrap(), bundled());
+
+    // Decompressing over an existing file is refused too.
+    fs::create_dir(d.join("out")).unwrap();
+    fs::write(d.join("out/m.safetensors"), b"mine").unwrap();
+    let o = brevis(&["decompress", "existing.brv", "-o", "out", "-q"], d);
+    assert_eq!(o.status.code(), Some(1));
+    assert_eq!(fs::read(d.join("out/m.safetensors")).unwrap(), b"mine");
+    assert_eq!(
+        fs::read_dir(d.join("out")).unwrap().count(),
+        1,
+        "no temp file left behind"
+    );
+}
+
+#[test]
+fn corrupt_archive_exits_3_and_leaves_no_output() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    fs::write(d.join("m.safetensors"), bundled()).unwrap();
+    ok(&brevis(&["compress", "m.safetensors", "-q"], d));
+    let mut a = fs::read(d.join("m.safetensors.brv")).unwrap();
+    let mid = a.len() / 2;
+    a[mid] ^= 0x10;
+    fs::write(d.join("bad.brv"), &a).unwrap();
+    let o = brevis(&["decompress", "bad.brv", "-o", "out", "-q"], d);
+    assert_eq!(o.status.code(), Some(3), "{}", String::from_utf8_lossy(&o.stderr));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        err.contains("checksum mismatch") && err.contains("m.safetensors"),
+        "{err}"
+    );
+    assert_eq!(
+        fs::read_dir(d.join("out")).unwrap().count(),
+        0,
+        "no partial file under any name"
+    );
+    assert_eq!(brevis(&["verify", "bad.brv"], d).status.code(), Some(3));
+
+    fs::write(d.join("short.brv"), &a[..100]).unwrap();
+    let o = brevis(&["verify", "short.brv"], d);
+    assert_eq!(o.status.code(), Some(3));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("truncated"));
+}
+
+#[test]
+fn bad_usage_and_missing_inputs() {
+    let dir = tempfile::tempdir().unwrap();
+    assert_eq!(brevis(&["compress"], dir.path()).status.code(), Some(2));
+    let o = brevis(&["compress", "nope.safetensors"], dir.path());
+    assert_eq!(o.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("nope.safetensors"));
+    fs::write(
+        dir.path().join("bad.safetensors"),
+        b"\x10\x00\x00\x00\x00\x00\x00\x00{not json}      ",
+    )
+    .unwrap();
+    let o = brevis(&["compress", "bad.safetensors"], dir.path());
+    assert_eq!(o.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("not a valid safetensors file"));
+    assert!(!dir.path().join("bad.safetensors.brv").exists());
+}
+
+#[test]
+fn no_arguments_runs_the_bundled_round_trip() {
+    let dir = tempfile::tempdir().unwrap();
+    let o = brevis(&[], dir.path());
+    ok(&o);
+    let text = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        text.contains("round trip: bit-exact") && text.contains("zstd -19") && text.contains("smaller than zstd -19"),
+        "{text}"
+    );
+}

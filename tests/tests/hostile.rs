@@ -1,0 +1,433 @@
+//! Truncated, damaged and handcrafted hostile archives: each gets a clear,
+//! typed error — never a panic, a hang, wrong bytes, or an allocation it did not earn.
+
+use brevis_decoder::{decode_all, Archive, DecodeLimits, ErrorKind, StreamDecoder};
+use brevis_format::archive::{
+    end_body, header, index_body, put_record, ChunkRecord, FileRecord, IndexEntry, RecordKind, SegmentKind,
+    SegmentRecord, HEADER_LEN,
+};
+use brevis_format::program::serialize;
+use brevis_format::{FormatError, Node};
+use brevis_tests::{compress, safetensors_file, tensor_bytes};
+use safetensors::tensor::Dtype;
+use sha2::{Digest, Sha256};
+
+fn small_archive() -> (Vec<u8>, Vec<u8>) {
+    let file = safetensors_file(&[
+        ("w", Dtype::BF16, vec![16, 8], tensor_bytes(Dtype::BF16, 128, 1)),
+        ("ids", Dtype::I64, vec![20], tensor_bytes(Dtype::I64, 20, 2)),
+    ]);
+    let (archive, _) = compress(&[("m.safetensors", &file)]);
+    (archive, file)
+}
+
+fn stream_decode(archive: &[u8], piece: usize) -> Result<Vec<u8>, brevis_decoder::DecodeError> {
+    let mut dec = StreamDecoder::new(DecodeLimits::default());
+    let mut out = Vec::new();
+    for p in archive.chunks(piece.max(1)) {
+        dec.push(p);
+        while let Some(ev) = dec.next_event()? {
+            if let brevis_decoder::Event::Data(d) = ev {
+                out.extend_from_slice(&d);
+            }
+        }
+    }
+    dec.finish()?;
+    Ok(out)
+}
+
+#[test]
+fn every_prefix_is_rejected_as_truncated() {
+    let (archive, _) = small_archive();
+    for n in 0..archive.len() {
+        let prefix = &archive[..n];
+        let e = decode_all(prefix, &DecodeLimits::default()).unwrap_err();
+        assert_eq!(e.kind(), ErrorKind::InsufficientData, "prefix {n}: {e}");
+        assert!(stream_decode(prefix, 13).is_err(), "prefix {n}");
+        assert!(Archive::open(prefix, DecodeLimits::default()).is_err(), "prefix {n}");
+    }
+}
+
+#[test]
+fn every_flipped_bit_is_detected() {
+    let (archive, original) = small_archive();
+    for bit in 0..archive.len() * 8 {
+        let mut bad = archive.clone();
+        bad[bit / 8] ^= 1 << (bit % 8);
+        match decode_all(&bad, &DecodeLimits::default()) {
+            Err(_) => {}
+            Ok(files) => panic!(
+                "bit {bit} flipped and decoding succeeded (same bytes: {})",
+                files[0].data == original
+            ),
+        }
+        // Random access through the index must not hand out damaged bytes either.
+        if let Ok(a) = Archive::open(&bad, DecodeLimits::default()) {
+            for f in a.files() {
+                if let Ok(bytes) = a.read_file(f) {
+                    assert_eq!(bytes, original, "bit {bit}: read_file returned wrong bytes");
+                    panic!("bit {bit}: flipped and read_file succeeded");
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn trailing_garbage_and_wrong_magic_are_rejected() {
+    let (mut archive, _) = small_archive();
+    let mut other = archive.clone();
+    other[1] = b'X';
+    let e = decode_all(&other, &DecodeLimits::default()).unwrap_err();
+    assert!(
+        matches!(e.error, FormatError::Invalid { what } if what.contains("magic")),
+        "{e}"
+    );
+    archive.push(0);
+    let e = decode_all(&archive, &DecodeLimits::default()).unwrap_err();
+    assert!(matches!(e.error, FormatError::TrailingBytes { .. }), "{e}");
+}
+
+/// Builds an archive from raw record bodies, with correct checksums, index and END.
+fn build(records: &[(RecordKind, Vec<u8>)]) -> Vec<u8> {
+    let mut a = header().to_vec();
+    let mut index = Vec::new();
+    for (kind, body) in records {
+        let decoded_len = if *kind == RecordKind::Chunk {
+            ChunkRecord::parse(body).map(|c| c.decoded_len).unwrap_or(0)
+        } else {
+            0
+        };
+        index.push(IndexEntry {
+            kind: *kind,
+            offset: a.len() as u64,
+            decoded_len,
+        });
+        put_record(&mut a, *kind, body);
+    }
+    let index_offset = a.len() as u64;
+    put_record(&mut a, RecordKind::Index, &index_body(&index));
+    let end_len = brevis_format::archive::END_LEN as u64;
+    let total = a.len() as u64 + end_len;
+    put_record(&mut a, RecordKind::End, &end_body(index_offset, total));
+    a
+}
+
+fn file_rec(path: &str, data: &[u8], segments: u64) -> (RecordKind, Vec<u8>) {
+    let sha256: [u8; 32] = Sha256::digest(data).into();
+    (
+        RecordKind::File,
+        FileRecord {
+            path: path.into(),
+            size: data.len() as u64,
+            sha256,
+            segments,
+        }
+        .body(),
+    )
+}
+
+fn opaque_seg(len: u64, chunks: u64) -> (RecordKind, Vec<u8>) {
+    (
+        RecordKind::Segment,
+        SegmentRecord {
+            kind: SegmentKind::Opaque,
+            name: "x".into(),
+            len,
+            chunks,
+        }
+        .body(),
+    )
+}
+
+fn chunk_rec(data: &[u8], program: &Node) -> (RecordKind, Vec<u8>) {
+    let sum = brevis_format::archive::chunk_checksum(data);
+    (
+        RecordKind::Chunk,
+        ChunkRecord::body(data.len() as u64, sum, 8, &serialize(program)),
+    )
+}
+
+#[test]
+fn a_handcrafted_archive_decodes() {
+    // Sanity check of the builder, so the hostile variants below fail for their own reason.
+    let data = vec![7u8; 100];
+    let a = build(&[
+        file_rec("f", &data, 1),
+        opaque_seg(100, 1),
+        chunk_rec(
+            &data,
+            &Node::Const {
+                width: 8,
+                count: 100,
+                value: 7,
+            },
+        ),
+    ]);
+    assert_eq!(decode_all(&a, &DecodeLimits::default()).unwrap()[0].data, data);
+}
+
+#[test]
+fn huge_counts_are_refused_before_allocating() {
+    // A Const claiming 2^40 words inside a 100-byte chunk: a type error, not a 1 TB allocation.
+    let data = vec![7u8; 100];
+    let bomb = Node::Const {
+        width: 8,
+        count: 1 << 40,
+        value: 7,
+    };
+    let a = build(&[file_rec("f", &data, 1), opaque_seg(100, 1), chunk_rec(&data, &bomb)]);
+    let e = decode_all(&a, &DecodeLimits::default()).unwrap_err();
+    assert!(
+        matches!(
+            e.error,
+            FormatError::LengthMismatch {
+                what: "program output words",
+                ..
+            }
+        ),
+        "{e}"
+    );
+    assert_eq!(e.location.file.as_deref(), Some("f"));
+    assert_eq!(e.location.chunk, Some(0));
+
+    // A chunk declaring more than the 16 MiB chunk limit.
+    let mut body = Vec::new();
+    brevis_format::bytes::put_varint(&mut body, 1 << 30);
+    body.extend_from_slice(&[0; 9]);
+    let a = build(&[
+        file_rec("f", &[], 1),
+        (
+            RecordKind::Segment,
+            SegmentRecord {
+                kind: SegmentKind::Opaque,
+                name: "x".into(),
+                len: 0,
+                chunks: 0,
+            }
+            .body(),
+        ),
+        (RecordKind::Chunk, body),
+    ]);
+    let e = decode_all(&a, &DecodeLimits::default()).unwrap_err();
+    assert!(matches!(e.error, FormatError::Invalid { .. }), "{e}");
+    let e = ChunkRecord::parse(&{
+        let mut b = Vec::new();
+        brevis_format::bytes::put_varint(&mut b, 1 << 30);
+        b.extend_from_slice(&[0; 9]);
+        b
+    })
+    .unwrap_err();
+    assert!(
+        matches!(
+            e,
+            FormatError::LimitExceeded {
+                limit: "chunk decoded bytes",
+                ..
+            }
+        ),
+        "{e}"
+    );
+}
+
+#[test]
+fn output_cap_stops_a_decompression_bomb() {
+    // 4 MiB of zeros from a few bytes: fine by default, refused under a 1 MiB cap.
+    let data = vec![0u8; 4 << 20];
+    let a = build(&[
+        file_rec("zeros", &data, 1),
+        opaque_seg(data.len() as u64, 1),
+        chunk_rec(
+            &data,
+            &Node::Const {
+                width: 8,
+                count: data.len() as u64,
+                value: 0,
+            },
+        ),
+    ]);
+    assert!(a.len() < 300);
+    assert_eq!(decode_all(&a, &DecodeLimits::default()).unwrap()[0].data.len(), 4 << 20);
+    let capped = DecodeLimits {
+        max_output_bytes: 1 << 20,
+        ..DecodeLimits::default()
+    };
+    let e = decode_all(&a, &capped).unwrap_err();
+    assert!(
+        matches!(
+            e.error,
+            FormatError::LimitExceeded {
+                limit: "output bytes",
+                ..
+            }
+        ),
+        "{e}"
+    );
+    assert_eq!(e.kind(), ErrorKind::Limit);
+    assert!(
+        e.to_string().contains("raise it"),
+        "the message says how to raise the limit: {e}"
+    );
+}
+
+#[test]
+fn deep_nesting_is_refused() {
+    let data = vec![5u8; 10];
+    let mut p = Node::Lit {
+        width: 8,
+        count: 10,
+        encoding: brevis_format::wire::LitEncoding::Raw,
+        payload: data.clone(),
+    };
+    for _ in 0..40 {
+        p = Node::Map {
+            op: brevis_format::ops::MapOp::XorConst(1),
+            child: Box::new(p),
+        };
+    }
+    let a = build(&[file_rec("f", &data, 1), opaque_seg(10, 1), chunk_rec(&data, &p)]);
+    let e = decode_all(&a, &DecodeLimits::default()).unwrap_err();
+    assert!(
+        matches!(
+            e.error,
+            FormatError::LimitExceeded {
+                limit: "program depth",
+                ..
+            }
+        ),
+        "{e}"
+    );
+}
+
+#[test]
+fn lengths_that_do_not_add_up_are_refused() {
+    let data = vec![1u8; 10];
+    let c = Node::Const {
+        width: 8,
+        count: 10,
+        value: 1,
+    };
+    // Segment longer than its file.
+    let a = build(&[file_rec("f", &data, 1), opaque_seg(20, 1), chunk_rec(&data, &c)]);
+    assert!(matches!(
+        decode_all(&a, &DecodeLimits::default()).unwrap_err().error,
+        FormatError::LengthMismatch { .. }
+    ));
+    // Chunk shorter than its segment.
+    let a = build(&[file_rec("f", &[1u8; 20], 1), opaque_seg(20, 1), chunk_rec(&data, &c)]);
+    assert!(matches!(
+        decode_all(&a, &DecodeLimits::default()).unwrap_err().error,
+        FormatError::LengthMismatch { .. }
+    ));
+    // A chunk whose bytes differ from the file's hash.
+    let a = build(&[file_rec("f", &[2u8; 10], 1), opaque_seg(10, 1), chunk_rec(&data, &c)]);
+    let e = decode_all(&a, &DecodeLimits::default()).unwrap_err();
+    assert!(
+        matches!(
+            e.error,
+            FormatError::Checksum {
+                what: "file SHA-256",
+                ..
+            }
+        ),
+        "{e}"
+    );
+}
+
+#[test]
+fn overlapping_or_reordered_index_entries_are_refused() {
+    let data = vec![3u8; 10];
+    let recs = [
+        file_rec("f", &data, 1),
+        opaque_seg(10, 1),
+        chunk_rec(
+            &data,
+            &Node::Const {
+                width: 8,
+                count: 10,
+                value: 3,
+            },
+        ),
+    ];
+    let good = build(&recs);
+    // Rebuild the index with the segment pointing at the file record (overlap).
+    let mut a = header().to_vec();
+    let mut offsets = Vec::new();
+    for (k, b) in &recs {
+        offsets.push((*k, a.len() as u64));
+        put_record(&mut a, *k, b);
+    }
+    let index = vec![
+        IndexEntry {
+            kind: RecordKind::File,
+            offset: offsets[0].1,
+            decoded_len: 0,
+        },
+        IndexEntry {
+            kind: RecordKind::Segment,
+            offset: offsets[0].1 + 1,
+            decoded_len: 0,
+        },
+        IndexEntry {
+            kind: RecordKind::Chunk,
+            offset: offsets[2].1,
+            decoded_len: 10,
+        },
+    ];
+    let io = a.len() as u64;
+    put_record(&mut a, RecordKind::Index, &index_body(&index));
+    let total = a.len() as u64 + brevis_format::archive::END_LEN as u64;
+    put_record(&mut a, RecordKind::End, &end_body(io, total));
+    assert_eq!(a.len(), good.len());
+    assert!(Archive::open(&a, DecodeLimits::default()).is_err());
+    let e = decode_all(&a, &DecodeLimits::default()).unwrap_err();
+    assert!(
+        matches!(e.error, FormatError::Corrupt { what } if what.starts_with("index")),
+        "{e}"
+    );
+}
+
+#[test]
+fn paths_that_escape_the_output_folder_are_refused() {
+    let data = vec![1u8; 4];
+    for path in ["../evil", "/etc/passwd", "a/../../b"] {
+        let a = build(&[
+            file_rec(path, &data, 1),
+            opaque_seg(4, 1),
+            chunk_rec(
+                &data,
+                &Node::Const {
+                    width: 8,
+                    count: 4,
+                    value: 1,
+                },
+            ),
+        ]);
+        let e = decode_all(&a, &DecodeLimits::default()).unwrap_err();
+        assert!(
+            matches!(e.error, FormatError::Invalid { what } if what.starts_with("file path")),
+            "{path}: {e}"
+        );
+    }
+}
+
+#[test]
+fn record_larger_than_the_limit_is_refused_from_its_header() {
+    let mut a = header().to_vec();
+    a.push(RecordKind::File as u8);
+    a.extend_from_slice(&u32::MAX.to_le_bytes());
+    let mut dec = StreamDecoder::new(DecodeLimits::default());
+    dec.push(&a);
+    let e = dec.next_event().unwrap_err();
+    assert!(
+        matches!(
+            e.error,
+            FormatError::LimitExceeded {
+                limit: "record body bytes",
+                ..
+            }
+        ),
+        "{e}"
+    );
+    assert_eq!(e.location.offset, Some(HEADER_LEN as u64));
+}
