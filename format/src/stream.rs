@@ -98,10 +98,10 @@ impl Stream {
     /// Wraps words, checking the container matches `width` and every word fits.
     pub fn new(width: u8, words: Words) -> Result<Self> {
         check_width(width)?;
-        let ok = match (&words, container_bytes(width)) {
-            (Words::U8(_), 1) | (Words::U16(_), 2) | (Words::U32(_), 4) | (Words::U64(_), 8) => true,
-            _ => false,
-        };
+        let ok = matches!(
+            (&words, container_bytes(width)),
+            (Words::U8(_), 1) | (Words::U16(_), 2) | (Words::U32(_), 4) | (Words::U64(_), 8)
+        );
         if !ok {
             return Err(FormatError::BadWidth { width });
         }
@@ -130,11 +130,11 @@ impl Stream {
     /// Reads little-endian words of `width` bits (`width` a multiple of 8) from bytes.
     pub fn from_le_bytes(width: u8, bytes: &[u8]) -> Result<Self> {
         check_width(width)?;
-        if width % 8 != 0 {
+        if !width.is_multiple_of(8) {
             return Err(FormatError::BadWidth { width });
         }
         let wb = usize::from(width / 8);
-        if bytes.len() % wb != 0 {
+        if !bytes.len().is_multiple_of(wb) {
             return Err(FormatError::LengthMismatch {
                 what: "bytes for words",
                 expected: (bytes.len() / wb * wb) as u64,
@@ -177,7 +177,7 @@ impl Stream {
 
     /// Appends the words as little-endian bytes (`width` a multiple of 8).
     pub fn write_le_bytes(&self, out: &mut Vec<u8>) -> Result<()> {
-        if self.width % 8 != 0 {
+        if !self.width.is_multiple_of(8) {
             return Err(FormatError::BadWidth { width: self.width });
         }
         let wb = usize::from(self.width / 8);

@@ -11,7 +11,7 @@ pub struct Rng(pub u64);
 
 impl Rng {
     /// Next 64 random bits.
-    pub fn next(&mut self) -> u64 {
+    pub fn next_u64(&mut self) -> u64 {
         self.0 ^= self.0 << 13;
         self.0 ^= self.0 >> 7;
         self.0 ^= self.0 << 17;
@@ -20,7 +20,9 @@ impl Rng {
 
     /// Roughly normal, mean 0, standard deviation `sd` (sum of uniforms).
     pub fn normal(&mut self, sd: f64) -> f64 {
-        let s: f64 = (0..4).map(|_| (self.next() >> 11) as f64 / (1u64 << 53) as f64).sum();
+        let s: f64 = (0..4)
+            .map(|_| (self.next_u64() >> 11) as f64 / (1u64 << 53) as f64)
+            .sum();
         (s - 2.0) * sd * 1.732
     }
 }
@@ -37,9 +39,9 @@ pub fn tensor_bytes(dtype: Dtype, n: usize, seed: u64) -> Vec<u8> {
             Dtype::F64 => out.extend_from_slice(&x.to_le_bytes()),
             Dtype::BF16 => out.extend_from_slice(&(((x as f32).to_bits() >> 16) as u16).to_le_bytes()),
             Dtype::F16 => out.extend_from_slice(&f32_to_f16_bits(x as f32).to_le_bytes()),
-            Dtype::F8_E4M3 | Dtype::F8_E5M2 => out.push((r.next() % 64) as u8 | if x < 0.0 { 0x80 } else { 0 }),
+            Dtype::F8_E4M3 | Dtype::F8_E5M2 => out.push((r.next_u64() % 64) as u8 | if x < 0.0 { 0x80 } else { 0 }),
             Dtype::I8 | Dtype::U8 => out.push((x * 3000.0) as i8 as u8),
-            Dtype::BOOL => out.push((r.next() % 7 == 0) as u8),
+            Dtype::BOOL => out.push(r.next_u64().is_multiple_of(7) as u8),
             Dtype::I16 | Dtype::U16 => out.extend_from_slice(&((x * 1e5) as i16).to_le_bytes()),
             Dtype::I32 | Dtype::U32 => out.extend_from_slice(&(i as i32 * 3 - 7).to_le_bytes()),
             Dtype::I64 | Dtype::U64 => out.extend_from_slice(&(i as i64).to_le_bytes()),

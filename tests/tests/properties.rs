@@ -149,7 +149,7 @@ fn gen(width: u8, count: u64, depth: u32) -> BoxedStrategy<Node> {
                 .boxed(),
         );
     }
-    if let Some(times) = (2..=4).find(|t| count > 0 && count % t == 0) {
+    if let Some(times) = (2..=4).find(|t| count > 0 && count.is_multiple_of(*t)) {
         options.push(
             gen(width, count / times, depth - 1)
                 .prop_map(move |c| Node::Repeat {
@@ -182,7 +182,7 @@ fn gen(width: u8, count: u64, depth: u32) -> BoxedStrategy<Node> {
             if width <= 8 {
                 v.push(MergeOp::BitPlanes(width));
             }
-            if width % 8 == 0 && width >= 16 {
+            if width.is_multiple_of(8) && width >= 16 {
                 v.push(MergeOp::BytePlanes(width / 8));
             }
             if width >= 3 {

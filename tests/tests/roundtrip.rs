@@ -85,7 +85,7 @@ fn multi_file_model_directory_and_plain_files() {
     let weights = safetensors_file(&[("w", Dtype::F16, vec![64, 64], tensor_bytes(Dtype::F16, 4096, 3))]);
     let config = br#"{"architectures": ["BertModel"], "hidden_size": 384}"#.to_vec();
     let mut rng = Rng(99);
-    let noise: Vec<u8> = (0..10_001).map(|_| rng.next() as u8).collect();
+    let noise: Vec<u8> = (0..10_001).map(|_| rng.next_u64() as u8).collect();
     let empty: Vec<u8> = Vec::new();
     let mut floats = vec![1u8, 2, 3];
     floats.extend(tensor_bytes(Dtype::F32, 50_000, 4));

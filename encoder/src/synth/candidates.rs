@@ -78,7 +78,7 @@ impl CandidateSearch {
         let mut best = best_lit(s, policy);
         let w = s.width();
         let mut widths = vec![8u8; usize::from(w / 8)];
-        if w % 8 != 0 {
+        if !w.is_multiple_of(8) {
             widths.insert(0, w % 8);
         }
         if let Some(n) = self.merge(s, MergeOp::Fields(widths), |c| self.field(c, policy)) {
@@ -107,14 +107,14 @@ impl CandidateSearch {
             keep_smaller(best, n);
         }
         // Sign and exponent jointly (one alphabet), mantissa apart.
-        if 1 + exp <= MAX_FIELD {
+        if exp < MAX_FIELD {
             if let Some(n) = self.merge(s, MergeOp::Fields(vec![1 + exp, mant]), solve) {
                 keep_smaller(best, n);
             }
         }
         // Exponent alone in the top bits after rotating the sign to the bottom
         // (ZipNN's byte grouping for BF16 and FP32).
-        if w % 8 == 0 && w >= 16 {
+        if w.is_multiple_of(8) && w >= 16 {
             let mut rot = s.clone().into_words();
             let op = MapOp::RotateLeft(1);
             with_words_mut!(&mut rot, r => op.invert(w, r));
@@ -123,7 +123,7 @@ impl CandidateSearch {
                 let mut fields = vec![exp];
                 let mut rest = w - exp;
                 while rest > 0 {
-                    let f = if rest % 8 == 0 { 8 } else { rest % 8 };
+                    let f = if rest.is_multiple_of(8) { 8 } else { rest % 8 };
                     fields.push(f);
                     rest -= f;
                 }
@@ -143,7 +143,7 @@ impl CandidateSearch {
     fn int_candidates(&self, s: &Stream, signed: bool, best: &mut Node) {
         let w = s.width();
         let policy = self.lit;
-        if w >= 16 && w % 8 == 0 {
+        if w >= 16 && w.is_multiple_of(8) {
             if let Some(n) = self.merge(s, MergeOp::BytePlanes(w / 8), |c| leaf(c, &policy)) {
                 keep_smaller(best, n);
             }
@@ -184,7 +184,7 @@ impl CandidateSearch {
         let words = s.to_u64s();
         let n = words.len();
         for times in [2usize, 3, 4, 8, 16, 32, 64] {
-            if n < times * 2 || n % times != 0 {
+            if n < times * 2 || !n.is_multiple_of(times) {
                 continue;
             }
             let p = n / times;
@@ -234,7 +234,7 @@ impl Synthesizer for CandidateSearch {
                 _ => {}
             },
         }
-        if w >= 16 && w % 8 == 0 && matches!(hint, Hint::Opaque) {
+        if w >= 16 && w.is_multiple_of(8) && matches!(hint, Hint::Opaque) {
             let policy = self.lit;
             if let Some(n) = self.merge(root, MergeOp::BytePlanes(w / 8), |c| leaf(c, &policy)) {
                 keep_smaller(&mut best, n);
