@@ -4,6 +4,7 @@
 use alloc::vec::Vec;
 
 use brevis_format::archive::{chunk_checksum, ChunkRecord};
+use brevis_format::ops::interleave;
 use brevis_format::program::{self, Limits, Node, Type};
 use brevis_format::stream::{Stream, Words};
 use brevis_format::{wire, with_words, with_words_mut, FormatError, Result};
@@ -77,6 +78,38 @@ pub fn eval(node: &Node) -> Result<Stream> {
             let len = parts.first().map(|p| p.len()).unwrap_or(0);
             let mut out = Stream::zeros(width, len)?.into_words();
             with_words_mut!(&mut out, o => op.apply(&parts, o))?;
+            Stream::new(width, out)
+        }
+        Node::Interleave(children) => {
+            let mut parts = Vec::with_capacity(children.len());
+            for c in children {
+                parts.push(eval(c)?);
+            }
+            let width = parts.first().map(|p| p.width()).unwrap_or(8);
+            let len = parts.iter().map(|p| p.len()).sum();
+            let mut out = Stream::zeros(width, len)?.into_words();
+            macro_rules! columns {
+                ($variant:ident, $o:expr) => {{
+                    let cols: Option<Vec<&[_]>> = parts
+                        .iter()
+                        .map(|p| match p.words() {
+                            Words::$variant(v) => Some(v.as_slice()),
+                            _ => None,
+                        })
+                        .collect();
+                    let cols = cols.ok_or(FormatError::Type {
+                        op: "Interleave",
+                        rule: "children differ in width",
+                    })?;
+                    interleave::apply(&cols, $o);
+                }};
+            }
+            match &mut out {
+                Words::U8(o) => columns!(U8, o),
+                Words::U16(o) => columns!(U16, o),
+                Words::U32(o) => columns!(U32, o),
+                Words::U64(o) => columns!(U64, o),
+            }
             Stream::new(width, out)
         }
     }

@@ -72,6 +72,13 @@ fn reference(node: &Node) -> Vec<u64> {
             }
             v
         }
+        Node::Interleave(children) => {
+            let parts: Vec<Vec<u64>> = children.iter().map(reference).collect();
+            let n = parts[0].len();
+            (0..n * parts.len())
+                .map(|i| parts[i % parts.len()][i / parts.len()])
+                .collect()
+        }
         Node::Merge { op, children } => {
             let widths = op.field_widths();
             let parts: Vec<Vec<u64>> = children.iter().map(reference).collect();
@@ -158,6 +165,10 @@ fn gen(width: u8, count: u64, depth: u32) -> BoxedStrategy<Node> {
                 })
                 .boxed(),
         );
+    }
+    if let Some(k) = (2..=3u64).find(|k| count > 0 && count % k == 0) {
+        let cols: Vec<BoxedStrategy<Node>> = (0..k).map(|_| gen(width, count / k, depth - 1)).collect();
+        options.push(cols.prop_map(Node::Interleave).boxed());
     }
     let maps: Vec<MapOp> = {
         let mut v = vec![MapOp::XorConst(mask(width).max(1)), MapOp::AddConst(1)];

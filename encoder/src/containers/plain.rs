@@ -27,36 +27,81 @@ pub struct View {
 const SAMPLE: usize = 1 << 18;
 /// Below this many bytes, words are not worth guessing at: the estimate is noise.
 const MIN_SAMPLE: usize = 4096;
-/// Bits charged per distinct symbol of a plane: roughly what its code table
+/// Bits charged per distinct symbol of a column: roughly what its code table
 /// costs, so small or sparse samples do not look cheaper than they are.
 const TABLE_BITS_PER_SYMBOL: f64 = 12.0;
+/// Longest record tried when looking for columns.
+pub const MAX_RECORD: usize = 64;
 
-/// Picks the view of `bytes` whose byte planes have the lowest summed order-0
-/// entropy on a sample: float data shows a low-entropy exponent plane at one
-/// alignment, while text and integer data are best viewed as bytes.
+/// Picks how to view `bytes`. The bytes are cut into records of `r` bytes for
+/// each `r` in `1..=64` and each record column priced by its order-0 entropy
+/// (plus a table): float data is cheapest at `r` = 2 or 4 and becomes 16- or
+/// 32-bit words (aligned where the top nine bits — sign and exponent — are most
+/// predictable); any other best `r` (text: 1; block-quantized data such as
+/// GGUF's 20- and 34-byte blocks) keeps the bytes as bytes, and the
+/// synthesizer splits them into columns itself.
 pub fn choose_view(bytes: &[u8]) -> View {
-    let mut best = View { width: 8, phase: 0 };
+    let bytes_view = View { width: 8, phase: 0 };
     let sample = &bytes[..bytes.len().min(SAMPLE)];
     if sample.len() < MIN_SAMPLE {
-        return best;
+        return bytes_view;
     }
-    let mut best_bits = plane_entropy(sample, 1, 0);
-    for (width, wb) in [(16u8, 2usize), (32, 4)] {
-        // Byte planes cost the same at every alignment, so they decide the width;
-        // the alignment is where the top nine bits (sign and exponent of a float)
-        // are most predictable.
-        let phase = (0..wb)
-            .min_by(|&a, &b| top_bits_entropy(sample, wb, a).total_cmp(&top_bits_entropy(sample, wb, b)))
-            .unwrap_or(0);
-        let bits = plane_entropy(sample, wb, phase);
-        // Prefer the wider view only when it clearly pays (1%), so noise
-        // does not flip a byte stream into words.
-        if bits < best_bits * 0.99 {
-            best_bits = bits;
-            best = View { width, phase };
+    let costs: Vec<f64> = (1..=MAX_RECORD).map(|r| record_cost(sample, r)).collect();
+    let cost = |r: usize| costs[r - 1];
+    let (best_r, best) = (1..=MAX_RECORD)
+        .map(|r| (r, cost(r)))
+        .min_by(|a, b| a.1.total_cmp(&b.1))
+        .unwrap_or((1, 8.0));
+    // Prefer words only when they clearly pay (1%) over bytes, and are within
+    // 1% of the best record length (a multiple of them).
+    for (width, wb) in [(32u8, 4usize), (16, 2)] {
+        if best_r % wb == 0 && cost(wb) <= best * 1.01 && cost(wb) < cost(1) * 0.99 {
+            let phase = (0..wb)
+                .min_by(|&a, &b| top_bits_entropy(sample, wb, a).total_cmp(&top_bits_entropy(sample, wb, b)))
+                .unwrap_or(0);
+            return View { width, phase };
         }
     }
-    best
+    bytes_view
+}
+
+/// The record length whose byte columns are estimated cheapest, if it is at
+/// least 2 and beats coding the bytes as one stream by at least 1%. Column
+/// costs do not depend on where the first record starts, so no alignment
+/// search is needed.
+pub fn record_len(bytes: &[u8]) -> Option<usize> {
+    let sample = &bytes[..bytes.len().min(SAMPLE)];
+    if sample.len() < MIN_SAMPLE {
+        return None;
+    }
+    let plain = record_cost(sample, 1);
+    let (r, best) = (2..=MAX_RECORD)
+        .map(|r| (r, record_cost(sample, r)))
+        .min_by(|a, b| a.1.total_cmp(&b.1))?;
+    (best < plain * 0.99).then_some(r)
+}
+
+/// Estimated bits per byte when `s` is cut into `r`-byte records and each
+/// column is coded by its own order-0 model with its own table.
+fn record_cost(s: &[u8], r: usize) -> f64 {
+    let mut hist = vec![[0u32; 256]; r];
+    for (i, &b) in s.iter().enumerate() {
+        hist[i % r][usize::from(b)] += 1;
+    }
+    let bits: f64 = hist
+        .iter()
+        .map(|h| {
+            let n: f64 = h.iter().map(|&c| f64::from(c)).sum();
+            let distinct = h.iter().filter(|&&c| c > 0).count() as f64;
+            let e: f64 = h
+                .iter()
+                .filter(|&&c| c > 0)
+                .map(|&c| -f64::from(c) * (f64::from(c) / n).log2())
+                .sum();
+            e + distinct * TABLE_BITS_PER_SYMBOL
+        })
+        .sum();
+    bits / s.len() as f64
 }
 
 /// Entropy in bits of the top nine bits of `wb`-byte little-endian words of `s[phase..]`.
@@ -72,37 +117,9 @@ fn top_bits_entropy(s: &[u8], wb: usize, phase: usize) -> f64 {
     let n = n.max(1) as f64;
     hist.iter()
         .filter(|&&c| c > 0)
-        .map(|&c| -(c as f64) * (c as f64 / n).log2())
+        .map(|&c| -f64::from(c) * (f64::from(c) / n).log2())
         .sum::<f64>()
         / n
-}
-
-/// Estimated bits per byte when `s[phase..]` is cut into `wb`-byte words and
-/// each byte plane is coded by its own order-0 model.
-fn plane_entropy(s: &[u8], wb: usize, phase: usize) -> f64 {
-    let body = &s[phase.min(s.len())..];
-    let n = body.len() / wb;
-    if n == 0 {
-        return 8.0;
-    }
-    let mut total = 0.0;
-    for plane in 0..wb {
-        let mut hist = [0u32; 256];
-        for w in body.chunks_exact(wb) {
-            hist[usize::from(w[plane])] += 1;
-        }
-        let distinct = hist.iter().filter(|&&c| c > 0).count() as f64;
-        total += entropy_bits(&hist, n) + distinct * TABLE_BITS_PER_SYMBOL;
-    }
-    total / (n * wb) as f64
-}
-
-fn entropy_bits(hist: &[u32; 256], n: usize) -> f64 {
-    let n = n as f64;
-    hist.iter()
-        .filter(|&&c| c > 0)
-        .map(|&c| -(c as f64) * (c as f64 / n).log2())
-        .sum()
 }
 
 #[cfg(test)]
@@ -117,6 +134,22 @@ mod tests {
             bytes.extend_from_slice(&x.to_le_bytes());
         }
         assert_eq!(choose_view(&bytes), View { width: 32, phase: 3 });
+    }
+
+    #[test]
+    fn block_records_are_found() {
+        // 20-byte records: a 4-byte header that barely changes, 16 random bytes.
+        let mut bytes = Vec::new();
+        let mut x = 12345u32;
+        for i in 0..20000u32 {
+            bytes.extend_from_slice(&(0x3c00_0000u32 | (i % 7)).to_le_bytes());
+            for _ in 0..16 {
+                x = x.wrapping_mul(1_103_515_245).wrapping_add(12345);
+                bytes.push((x >> 16) as u8);
+            }
+        }
+        assert_eq!(record_len(&bytes[5..]), Some(20));
+        assert_eq!(choose_view(&bytes).width, 8);
     }
 
     #[test]

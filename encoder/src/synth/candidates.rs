@@ -1,9 +1,9 @@
 //! The first-cut synthesizer: a fixed menu of decompositions per dtype, each
 //! child solved recursively, the smallest exact candidate kept.
 
-use brevis_format::ops::{MapOp, MergeOp, ScanOp};
+use brevis_format::ops::{interleave, MapOp, MergeOp, ScanOp};
 use brevis_format::program::{serialized_size, Node};
-use brevis_format::stream::Stream;
+use brevis_format::stream::{Stream, Words};
 use brevis_format::with_words_mut;
 
 use super::lit::{best_lit, constant, leaf, LitPolicy};
@@ -200,6 +200,29 @@ impl CandidateSearch {
     }
 }
 
+impl CandidateSearch {
+    /// Bytes cut into records of the length whose columns look cheapest, each
+    /// column coded on its own: `Interleave(col_0, …, col_{R-1})`, plus a
+    /// `Concat` with the tail when the length is not a multiple of `R`.
+    fn columns(&self, s: &Stream) -> Option<Node> {
+        let Words::U8(bytes) = s.words() else { return None };
+        let r = crate::containers::plain::record_len(bytes)?;
+        let body = bytes.len() / r * r;
+        let policy = self.lit;
+        let cols = interleave::split(&bytes[..body], r);
+        let children = cols
+            .into_iter()
+            .map(|c| leaf(&Stream::new(8, Words::U8(c)).expect("bytes are 8-bit words"), &policy))
+            .collect();
+        let node = Node::Interleave(children);
+        if body == bytes.len() {
+            return Some(node);
+        }
+        let tail = Stream::new(8, Words::U8(bytes[body..].to_vec())).ok()?;
+        Some(Node::Concat(vec![node, leaf(&tail, &policy)]))
+    }
+}
+
 fn keep_smaller(best: &mut Node, cand: Node) {
     if serialized_size(&cand) < serialized_size(best) {
         *best = cand;
@@ -237,6 +260,11 @@ impl Synthesizer for CandidateSearch {
         if w >= 16 && w.is_multiple_of(8) && matches!(hint, Hint::Opaque) {
             let policy = self.lit;
             if let Some(n) = self.merge(root, MergeOp::BytePlanes(w / 8), |c| leaf(c, &policy)) {
+                keep_smaller(&mut best, n);
+            }
+        }
+        if w == 8 && matches!(hint, Hint::Opaque) {
+            if let Some(n) = self.columns(root) {
                 keep_smaller(&mut best, n);
             }
         }

@@ -12,3 +12,4 @@ pub mod scan;
 pub use map::MapOp;
 pub use merge::MergeOp;
 pub use scan::ScanOp;
+pub mod interleave;

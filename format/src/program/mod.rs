@@ -83,6 +83,9 @@ pub enum Node {
         /// One child per field, most significant first.
         children: Vec<Node>,
     },
+    /// Children's words taken in turn: `out[i·k + j] = child_j[i]` (columns of
+    /// `k`-word records; the dual of `Concat`). Our extension of the paper's seven.
+    Interleave(Vec<Node>),
 }
 
 /// Bounds a parsed program must respect, so hostile bytes cannot make the
@@ -114,8 +117,11 @@ impl Default for Limits {
     }
 }
 
+/// Most children of an `Interleave` (the longest record it splits into columns).
+pub const MAX_INTERLEAVE: usize = 4096;
+
 /// Operator names, for messages and statistics.
-pub const OPERATOR_NAMES: [&str; 7] = ["Lit", "Const", "Concat", "Repeat", "Map", "Scan", "Merge"];
+pub const OPERATOR_NAMES: [&str; 8] = ["Lit", "Const", "Concat", "Repeat", "Map", "Scan", "Merge", "Interleave"];
 
 impl Node {
     /// Index of this node's operator in [`OPERATOR_NAMES`] (also its wire tag).
@@ -128,6 +134,7 @@ impl Node {
             Node::Map { .. } => 4,
             Node::Scan { .. } => 5,
             Node::Merge { .. } => 6,
+            Node::Interleave(_) => 7,
         }
     }
 
@@ -135,7 +142,7 @@ impl Node {
     pub fn children(&self) -> &[Node] {
         match self {
             Node::Lit { .. } | Node::Const { .. } => &[],
-            Node::Concat(c) | Node::Merge { children: c, .. } => c,
+            Node::Concat(c) | Node::Merge { children: c, .. } | Node::Interleave(c) => c,
             Node::Repeat { child, .. } | Node::Map { child, .. } | Node::Scan { child, .. } => {
                 core::slice::from_ref(child)
             }
@@ -328,6 +335,30 @@ fn check_node(node: &Node, limits: &Limits, depth: u32, acc: &mut Checked) -> Re
                 width,
                 count: count.unwrap_or(0),
             }
+        }
+        Node::Interleave(children) => {
+            if children.len() < 2 || children.len() > MAX_INTERLEAVE {
+                return Err(FormatError::Type {
+                    op: "Interleave",
+                    rule: "needs 2..=4096 children",
+                });
+            }
+            let mut first: Option<Type> = None;
+            for c in children {
+                let t = check_node(c, limits, depth + 1, acc)?;
+                let f = *first.get_or_insert(t);
+                if f.width != t.width || f.count != t.count {
+                    return Err(FormatError::Type {
+                        op: "Interleave",
+                        rule: "children differ in width or length",
+                    });
+                }
+            }
+            let f = first.unwrap_or(Type { width: 1, count: 0 });
+            let count = f.count.checked_mul(children.len() as u64).ok_or(FormatError::Invalid {
+                what: "interleave length overflows",
+            })?;
+            Type { width: f.width, count }
         }
     };
     let bytes = ty.count.saturating_mul(container_bytes(ty.width) as u64);

@@ -68,6 +68,10 @@ pub fn serialize_into(node: &Node, out: &mut Vec<u8>) {
             }
             children.iter().for_each(|c| serialize_into(c, out));
         }
+        Node::Interleave(children) => {
+            put_varint(out, children.len() as u64);
+            children.iter().for_each(|c| serialize_into(c, out));
+        }
     }
 }
 
@@ -102,6 +106,9 @@ pub fn serialized_size(node: &Node) -> usize {
                 MergeOp::Fields(w) => 1 + w.len(),
                 _ => 1,
             } + children.iter().map(serialized_size).sum::<usize>()
+        }
+        Node::Interleave(children) => {
+            varint_len(children.len() as u64) + children.iter().map(serialized_size).sum::<usize>()
         }
     }
 }
@@ -220,6 +227,14 @@ fn parse_node(r: &mut ByteReader<'_>, limits: &Limits, depth: u32, nodes: &mut u
                 children.push(*child(r)?);
             }
             Node::Merge { op, children }
+        }
+        7 => {
+            let k = r.varint_usize("Interleave children", super::MAX_INTERLEAVE as u64)?;
+            let mut children = Vec::with_capacity(k.min(r.remaining() / 2));
+            for _ in 0..k {
+                children.push(*child(r)?);
+            }
+            Node::Interleave(children)
         }
         t => {
             return Err(FormatError::UnknownTag {

@@ -45,6 +45,7 @@ impl fmt::Display for Node {
                 }
                 list(f, "", children)
             }
+            Node::Interleave(children) => list(f, "Interleave", children),
         }
     }
 }
