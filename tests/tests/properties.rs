@@ -166,7 +166,7 @@ fn gen(width: u8, count: u64, depth: u32) -> BoxedStrategy<Node> {
                 .boxed(),
         );
     }
-    if let Some(k) = (2..=3u64).find(|k| count > 0 && count % k == 0) {
+    if let Some(k) = (2..=3u64).find(|k| count > 0 && count.is_multiple_of(*k)) {
         let cols: Vec<BoxedStrategy<Node>> = (0..k).map(|_| gen(width, count / k, depth - 1)).collect();
         options.push(cols.prop_map(Node::Interleave).boxed());
     }
