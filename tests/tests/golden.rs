@@ -1,0 +1,144 @@
+//! Golden archives: files written by earlier versions of the encoder, which
+//! every later decoder must still rebuild bit for bit (`tests/golden/`).
+//! `cargo test -p brevis-tests --test golden -- --ignored bless` rewrites them;
+//! do that only when the format version changes, and keep the old ones.
+
+use std::collections::BTreeSet;
+use std::fs;
+use std::path::{Path, PathBuf};
+
+use brevis_decoder::{decode_all, Archive, DecodeLimits};
+use brevis_format::archive::ChunkRecord;
+use brevis_format::program::{parse, Limits, Node, OPERATOR_NAMES};
+use brevis_tests::{compress, safetensors_file, tensor_bytes, Rng};
+use safetensors::tensor::Dtype;
+use sha2::{Digest, Sha256};
+
+fn golden_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("golden")
+}
+
+fn hex(b: &[u8]) -> String {
+    b.iter().map(|x| format!("{x:02x}")).collect()
+}
+
+/// The inputs of `v1-mixed.brv`: tensors of several dtypes, a file of
+/// fixed-size records (block-quantized style), and text.
+fn v1_inputs() -> Vec<(String, Vec<u8>)> {
+    // A signed random walk (differences, then zigzag) and a tile repeated 4 times.
+    let mut rng = Rng(5);
+    let mut x = 0i16;
+    let walk: Vec<u8> = (0..4000)
+        .flat_map(|_| {
+            x = x.wrapping_add((rng.next_u64() % 7) as i16 - 3);
+            x.to_le_bytes()
+        })
+        .collect();
+    let tiled = tensor_bytes(Dtype::F32, 500, 9).repeat(4);
+    let weights = safetensors_file(&[
+        ("bf16", Dtype::BF16, vec![64, 64], tensor_bytes(Dtype::BF16, 4096, 1)),
+        ("f16", Dtype::F16, vec![2048], tensor_bytes(Dtype::F16, 2048, 2)),
+        ("f32", Dtype::F32, vec![1024], tensor_bytes(Dtype::F32, 1024, 3)),
+        ("f8", Dtype::F8_E4M3, vec![4096], tensor_bytes(Dtype::F8_E4M3, 4096, 4)),
+        ("i64", Dtype::I64, vec![512], tensor_bytes(Dtype::I64, 512, 5)),
+        ("u8", Dtype::U8, vec![3000], tensor_bytes(Dtype::U8, 3000, 6)),
+        ("zeros", Dtype::F32, vec![256], vec![0; 1024]),
+        ("scalar", Dtype::F64, vec![], tensor_bytes(Dtype::F64, 1, 7)),
+        ("walk", Dtype::I16, vec![4000], walk),
+        ("tiled", Dtype::F32, vec![4, 500], tiled),
+    ]);
+    let mut records = Vec::new();
+    let mut rng = Rng(11);
+    for i in 0..5000u32 {
+        records.extend_from_slice(&(0x3c00_1000u32 + (i / 64)).to_le_bytes());
+        for _ in 0..16 {
+            records.push((rng.next_u64() % 16 * 16 + rng.next_u64() % 16) as u8);
+        }
+    }
+    records.extend_from_slice(b"tail!!!");
+    let text = "tokenizer vocabulary entry, ".repeat(300).into_bytes();
+    vec![
+        ("model.safetensors".into(), weights),
+        ("blocks.bin".into(), records),
+        ("vocab.txt".into(), text),
+    ]
+}
+
+#[test]
+#[ignore = "rewrites tests/golden; run by hand when the format version changes"]
+fn bless() {
+    let inputs = v1_inputs();
+    let refs: Vec<(&str, &[u8])> = inputs.iter().map(|(p, d)| (p.as_str(), d.as_slice())).collect();
+    let (archive, _) = compress(&refs);
+    fs::create_dir_all(golden_dir()).unwrap();
+    fs::write(golden_dir().join("v1-mixed.brv"), &archive).unwrap();
+    let sums: String = inputs
+        .iter()
+        .map(|(p, d)| format!("{}  {p}\n", hex(&Sha256::digest(d))))
+        .collect();
+    fs::write(golden_dir().join("v1-mixed.sha256"), sums).unwrap();
+}
+
+#[test]
+fn golden_archives_still_decode() {
+    let mut checked = 0;
+    for entry in fs::read_dir(golden_dir()).unwrap() {
+        let path = entry.unwrap().path();
+        if path.extension().and_then(|e| e.to_str()) != Some("brv") {
+            continue;
+        }
+        let archive = fs::read(&path).unwrap();
+        let sums = fs::read_to_string(path.with_extension("sha256")).unwrap();
+        let want: Vec<(String, String)> = sums
+            .lines()
+            .map(|l| {
+                let (h, p) = l.split_once("  ").unwrap();
+                (p.to_string(), h.to_string())
+            })
+            .collect();
+        let files = decode_all(&archive, &DecodeLimits::default()).unwrap();
+        let got: Vec<(String, String)> = files
+            .iter()
+            .map(|f| (f.path.clone(), hex(&Sha256::digest(&f.data))))
+            .collect();
+        assert_eq!(got, want, "{}", path.display());
+        checked += 1;
+    }
+    assert!(checked >= 1, "no golden archive found");
+}
+
+/// The golden archive exercises every operator and every literal encoding, so
+/// a decoder that passes it implements all of them.
+#[test]
+fn golden_archive_covers_the_whole_dsl() {
+    let archive = fs::read(golden_dir().join("v1-mixed.brv")).unwrap();
+    let a = Archive::open(&archive, DecodeLimits::default()).unwrap();
+    let mut ops = BTreeSet::new();
+    let mut encodings = BTreeSet::new();
+    fn walk(n: &Node, ops: &mut BTreeSet<&'static str>, encodings: &mut BTreeSet<&'static str>) {
+        ops.insert(OPERATOR_NAMES[n.operator()]);
+        if let Node::Lit { encoding, .. } = n {
+            encodings.insert(encoding.name());
+        }
+        n.children().iter().for_each(|c| walk(c, ops, encodings));
+    }
+    for f in a.files() {
+        for s in &f.segments {
+            for c in &s.chunks {
+                let chunk = ChunkRecord::parse(a.chunk_body(c).unwrap()).unwrap();
+                walk(
+                    &parse(chunk.program, &Limits::default()).unwrap(),
+                    &mut ops,
+                    &mut encodings,
+                );
+            }
+        }
+    }
+    println!("operators: {ops:?}\nencodings: {encodings:?}");
+    for op in OPERATOR_NAMES {
+        assert!(ops.contains(op), "golden archive lacks {op}: {ops:?}");
+    }
+    for e in ["raw", "packed", "huffman", "rans", "zstd"] {
+        assert!(encodings.contains(e), "golden archive lacks {e}: {encodings:?}");
+    }
+}
