@@ -34,6 +34,9 @@ cargo fmt --all -- --check
 log "cargo clippy -D warnings"
 cargo clippy --workspace --all-targets --release -- -D warnings
 
+log "cargo doc (warnings are errors: every public item documented, links resolve)"
+RUSTDOCFLAGS="-D warnings" cargo doc --workspace --no-deps --quiet
+
 log "decoder builds without std"
 cargo build --release -p brevis-decoder --no-default-features
 if rustup target list --installed 2>/dev/null | grep -q '^wasm32-unknown-unknown$'; then

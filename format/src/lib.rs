@@ -21,7 +21,7 @@ extern crate alloc;
 #[cfg(any(feature = "std", test))]
 extern crate std;
 
-/// Runs `$body` with `$w` bound to the typed slice/vec inside a [`Words`].
+/// Runs `$body` with `$w` bound to the typed slice/vec inside a [`Words`](crate::stream::Words).
 #[macro_export]
 macro_rules! with_words {
     ($words:expr, $w:ident => $body:expr) => {

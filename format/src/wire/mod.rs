@@ -22,6 +22,9 @@ pub mod bitpack;
 pub mod huffman;
 pub mod rans;
 pub mod raw;
+/// The table and bit-I/O code both entropy coders ([`huffman`], [`rans`]) must agree on:
+/// MSB-first bit I/O, Exp-Golomb codes, and the symbol-set coding that starts each table.
+pub(crate) mod tables;
 pub mod zstd;
 
 /// The widest stream the entropy coders (Huffman, rANS) accept.

@@ -18,23 +18,17 @@
 //!
 //! An empty stream (`count = 0`) has an empty payload. Otherwise the payload is:
 //!
-//! 1. **Table**, a bit string read **most significant bit first** within each byte,
-//!    zero-padded to a whole byte (the padding bits must be zero). `EG(v)` below is
-//!    order-0 Exp-Golomb: with `u = v + 1` and `k = floor(log2 u)`, `k` zero bits and
-//!    then the `k + 1` bits of `u`, most significant first (a decoder rejects `k > 32`).
-//!    `bits(n, v)` is `v` in `n` bits, most significant first.
-//!    - The present symbols, as maximal runs of consecutive values, in increasing order:
-//!      `EG(runs - 1)`, then per run `EG(gap)` and `EG(len - 1)`. The first run starts
-//!      at `gap`; each later run starts at `previous run's end + 1 + gap` (runs are
-//!      maximal, so there is at least one absent value between them). Every run must
-//!      end at or below `2^width`.
-//!    - If exactly one symbol is present, the table ends here: every word is that
-//!      symbol, and nothing follows the table.
+//! 1. **Table**, a bit string read most significant bit first, zero-padded to a whole
+//!    byte; `EG` (Exp-Golomb), `bits(n, v)` and `zigzag` are defined in `wire::tables`
+//!    (`format/src/wire/tables.rs`), which both entropy coders share.
+//!    - The present symbols, coded as a symbol set (see `wire::tables`, the same as
+//!      `huffman`). If exactly one symbol is present, the table ends here: every word
+//!      is that symbol, and nothing follows the table.
 //!    - Otherwise (`S >= 2` symbols): `bits(4, scale_bits - 1)` (`scale_bits` 1..=16,
 //!      `M = 2^scale_bits`), then the frequencies `f` of the first `S - 1` present
 //!      symbols in increasing symbol order. With `len(v)` the bit length of `v`
 //!      (`len(1) = 1`), `prev` starting at `len(M / S)` (integer division), each `f` is
-//!      `EG(zigzag(len(f) - prev))` (zigzag: `d >= 0 -> 2d`, `d < 0 -> -2d - 1`) then
+//!      `EG(zigzag(len(f) - prev))` then
 //!      `bits(len(f) - 1, f - 2^(len(f) - 1))` (the bits below its leading one);
 //!      then `prev = len(f)`. Every `f` is in `1..M` and their sum is below `M`; the
 //!      last symbol's frequency is `M` minus that sum (so at least 1). Symbol `k` in
@@ -60,8 +54,9 @@ use alloc::vec;
 use alloc::vec::Vec;
 use core::cmp::{Ordering, Reverse};
 
+use super::tables::{ceil_log2, census, start_decode, write_symbol_set, BitReader, BitWriter, Census};
 use crate::error::{FormatError, Result};
-use crate::stream::{mask, Word};
+use crate::stream::Word;
 
 /// Interleaved states.
 const LANES: usize = 4;
@@ -72,32 +67,16 @@ const MAX_SCALE: u32 = 16;
 /// Largest `scale_bits` the encoder picks unless the alphabet needs more (keeps the
 /// decoder's slot table at 2^15 entries).
 const PREFERRED_MAX_SCALE: u32 = 15;
-/// Widest symbols this coder takes.
-const MAX_WIDTH: u8 = 16;
 
 const WHAT: &str = "rans literal";
 
 /// Encodes `symbols` (each below `2^width`, `width` 1..=16). Returns `None` for a
 /// width outside 1..=16 or a symbol that does not fit `width`.
 pub fn encode<W: Word>(symbols: &[W], width: u8) -> Option<Vec<u8>> {
-    if width == 0 || width > MAX_WIDTH {
-        return None;
-    }
-    if symbols.is_empty() {
-        return Some(Vec::new());
-    }
-    let counts = count(symbols, width)?;
-    let (syms, cs): (Vec<u32>, Vec<u64>) = counts
-        .iter()
-        .enumerate()
-        .filter(|(_, &c)| c > 0)
-        .map(|(s, &c)| (s as u32, c))
-        .unzip();
-    if syms.len() == 1 {
-        let mut w = BitWriter::default();
-        write_symbol_set(&mut w, &syms);
-        return Some(w.finish());
-    }
+    let (syms, cs) = match census(symbols, width)? {
+        Census::Payload(p) => return Some(p),
+        Census::Symbols(syms, cs) => (syms, cs),
+    };
     let n = symbols.len() as u64;
     let lo = ceil_log2(syms.len() as u64).max(1);
     let hi = if lo <= PREFERRED_MAX_SCALE {
@@ -175,31 +154,9 @@ fn encode_with<W: Word>(symbols: &[W], syms: &[u32], freqs: &[u32], scale: u32, 
 
 /// Decodes `out.len()` symbols of `width` bits from a payload made by [`encode`].
 pub fn decode<W: Word>(payload: &[u8], width: u8, out: &mut [W]) -> Result<()> {
-    if width == 0 || width > MAX_WIDTH || u32::from(width) > W::BITS {
-        return Err(FormatError::BadWidth { width });
-    }
-    if out.is_empty() {
-        if !payload.is_empty() {
-            return Err(FormatError::TrailingBytes {
-                what: WHAT,
-                count: payload.len() as u64,
-            });
-        }
+    let Some((syms, mut br)) = start_decode(payload, width, out, WHAT)? else {
         return Ok(());
-    }
-    let mut br = BitReader::new(payload);
-    let syms = read_symbol_set(&mut br, width)?;
-    if let [only] = syms[..] {
-        let end = br.finish()?;
-        if end != payload.len() {
-            return Err(FormatError::TrailingBytes {
-                what: WHAT,
-                count: (payload.len() - end) as u64,
-            });
-        }
-        out.fill(W::from_u64(u64::from(only)));
-        return Ok(());
-    }
+    };
     let (scale, freqs) = read_freqs(&mut br, syms.len())?;
     let table_end = br.finish()?;
 
@@ -295,21 +252,6 @@ fn step<W: Word>(x: &mut u32, table: (&[W], &[u32]), scale: u32, slot_mask: u32,
     *x = if need { v << 16 | w } else { v };
     *pos += 2 * usize::from(need);
     s
-}
-
-/// Symbol counts by value; `None` if a symbol does not fit `width`.
-fn count<W: Word>(symbols: &[W], width: u8) -> Option<Vec<u64>> {
-    let size = 1usize << width;
-    let lim = mask(width);
-    let mut counts = vec![0u64; size];
-    for s in symbols {
-        let v = s.to_u64();
-        if v > lim {
-            return None;
-        }
-        counts[v as usize] += 1;
-    }
-    Some(counts)
 }
 
 // ---------------------------------------------------------------------------------
@@ -442,33 +384,9 @@ fn ln(x: f64) -> f64 {
     2.0 * t + f64::from(e) * LN_2
 }
 
-fn ceil_log2(v: u64) -> u32 {
-    if v <= 1 {
-        0
-    } else {
-        64 - (v - 1).leading_zeros()
-    }
-}
-
 /// Bit length of `v` (`bitlen(0) = 0`).
 fn bitlen(v: u64) -> u32 {
     64 - v.leading_zeros()
-}
-
-fn zigzag(d: i64) -> u64 {
-    if d >= 0 {
-        (d as u64) << 1
-    } else {
-        ((-d as u64) << 1) - 1
-    }
-}
-
-fn unzigzag(z: u64) -> i64 {
-    if z & 1 == 0 {
-        (z >> 1) as i64
-    } else {
-        -(((z + 1) >> 1) as i64)
-    }
 }
 
 // ---------------------------------------------------------------------------------
@@ -480,7 +398,7 @@ fn write_table(w: &mut BitWriter, syms: &[u32], freqs: &[u32], scale: u32) {
     let mut prev = bitlen((1u64 << scale) / syms.len() as u64);
     for &f in &freqs[..freqs.len() - 1] {
         let b = bitlen(u64::from(f));
-        w.put_eg(zigzag(i64::from(b) - i64::from(prev)));
+        w.put_delta(i64::from(b) - i64::from(prev));
         w.put(f, b - 1);
         prev = b;
     }
@@ -499,11 +417,7 @@ fn read_freqs(br: &mut BitReader<'_>, nsym: usize) -> Result<(u32, Vec<u32>)> {
     let mut freqs = Vec::with_capacity(nsym);
     let mut sum = 0u64;
     for _ in 0..nsym - 1 {
-        let z = br.eg()?;
-        if z > 64 {
-            return Err(FormatError::Invalid { what: "rans frequency" });
-        }
-        let b = prev + unzigzag(z);
+        let b = prev + br.delta("rans frequency")?;
         if b < 1 || b > i64::from(scale) {
             return Err(FormatError::Invalid { what: "rans frequency" });
         }
@@ -522,335 +436,12 @@ fn read_freqs(br: &mut BitReader<'_>, nsym: usize) -> Result<(u32, Vec<u32>)> {
     Ok((scale, freqs))
 }
 
-/// Writes the strictly increasing, non-empty symbol list as maximal runs.
-fn write_symbol_set(w: &mut BitWriter, syms: &[u32]) {
-    let mut runs: Vec<(u32, u32)> = Vec::new();
-    for &s in syms {
-        match runs.last_mut() {
-            Some((start, len)) if *start + *len == s => *len += 1,
-            _ => runs.push((s, 1)),
-        }
-    }
-    w.put_eg(runs.len() as u64 - 1);
-    let mut end = 0u32;
-    for (r, &(start, len)) in runs.iter().enumerate() {
-        let gap = if r == 0 { start } else { start - end - 1 };
-        w.put_eg(u64::from(gap));
-        w.put_eg(u64::from(len) - 1);
-        end = start + len;
-    }
-}
-
-/// Reads the present symbols (strictly increasing, each below `2^width`, at least one).
-fn read_symbol_set(br: &mut BitReader<'_>, width: u8) -> Result<Vec<u32>> {
-    let limit = 1u64 << width;
-    let runs = br.eg()? + 1;
-    if runs > limit {
-        return Err(FormatError::Invalid {
-            what: "entropy table (more runs than symbols)",
-        });
-    }
-    let mut syms = Vec::new();
-    let mut end = 0u64;
-    for r in 0..runs {
-        let gap = br.eg()?;
-        let len = br.eg()? + 1;
-        let start = end + gap + u64::from(r > 0);
-        end = start + len;
-        if end > limit {
-            return Err(FormatError::Invalid {
-                what: "entropy table symbol (does not fit the width)",
-            });
-        }
-        syms.extend(start as u32..end as u32);
-    }
-    Ok(syms)
-}
-
-// ---------------------------------------------------------------------------------
-// Bit I/O for the table, most significant bit first.
-
-#[derive(Default)]
-struct BitWriter {
-    out: Vec<u8>,
-    acc: u64,
-    nbits: u32,
-}
-
-impl BitWriter {
-    /// Appends the low `n` (<= 32) bits of `v`, most significant first.
-    fn put(&mut self, v: u32, n: u32) {
-        if n == 0 {
-            return;
-        }
-        self.acc = self.acc << n | (u64::from(v) & mask(n as u8));
-        self.nbits += n;
-        while self.nbits >= 8 {
-            self.nbits -= 8;
-            self.out.push((self.acc >> self.nbits) as u8);
-        }
-    }
-
-    /// Appends `EG(v)` (`v < 2^32`).
-    fn put_eg(&mut self, v: u64) {
-        let u = v + 1;
-        let k = 63 - u.leading_zeros();
-        self.put(0, k);
-        if k + 1 > 32 {
-            self.put((u >> 32) as u32, k + 1 - 32);
-            self.put(u as u32, 32);
-        } else {
-            self.put(u as u32, k + 1);
-        }
-    }
-
-    fn bit_len(&self) -> usize {
-        self.out.len() * 8 + self.nbits as usize
-    }
-
-    /// The bytes, zero-padded.
-    fn finish(mut self) -> Vec<u8> {
-        if self.nbits > 0 {
-            self.out.push((self.acc << (8 - self.nbits)) as u8);
-        }
-        self.out
-    }
-}
-
-struct BitReader<'a> {
-    data: &'a [u8],
-    /// Bits read.
-    pos: usize,
-}
-
-impl<'a> BitReader<'a> {
-    fn new(data: &'a [u8]) -> Self {
-        BitReader { data, pos: 0 }
-    }
-
-    fn bit(&mut self) -> Result<u32> {
-        let b = *self
-            .data
-            .get(self.pos / 8)
-            .ok_or(FormatError::Truncated { what: "entropy table" })?;
-        let v = u32::from(b >> (7 - (self.pos & 7))) & 1;
-        self.pos += 1;
-        Ok(v)
-    }
-
-    /// Reads `n` (<= 32) bits, most significant first.
-    fn bits(&mut self, n: u32) -> Result<u32> {
-        let mut v = 0u32;
-        for _ in 0..n {
-            v = v << 1 | self.bit()?;
-        }
-        Ok(v)
-    }
-
-    fn eg(&mut self) -> Result<u64> {
-        let mut k = 0;
-        while self.bit()? == 0 {
-            k += 1;
-            if k > 32 {
-                return Err(FormatError::Invalid {
-                    what: "entropy table (Exp-Golomb code too long)",
-                });
-            }
-        }
-        let rest = if k == 32 {
-            u64::from(self.bits(32)?)
-        } else {
-            u64::from(self.bits(k)?)
-        };
-        Ok(((1u64 << k) | rest) - 1)
-    }
-
-    /// Byte length of what was read; the padding bits must be zero.
-    fn finish(&self) -> Result<usize> {
-        let end = self.pos.div_ceil(8);
-        let used = self.pos & 7;
-        if used != 0 {
-            let last = self.data[end - 1];
-            if last & ((1u8 << (8 - used)) - 1) != 0 {
-                return Err(FormatError::Corrupt {
-                    what: "entropy table (nonzero padding bits)",
-                });
-            }
-        }
-        Ok(end)
-    }
-}
-
 #[cfg(test)]
 mod tests {
+    use super::super::tables::testing::coder_tests;
     use super::*;
-    use proptest::prelude::*;
-    use std::vec::Vec;
 
-    struct Rng(u64);
-    impl Rng {
-        fn next(&mut self) -> u64 {
-            self.0 ^= self.0 << 13;
-            self.0 ^= self.0 >> 7;
-            self.0 ^= self.0 << 17;
-            self.0
-        }
-        fn unit(&mut self) -> f64 {
-            (self.next() >> 11) as f64 / (1u64 << 53) as f64
-        }
-    }
-
-    /// `n` symbols below `2^width` with `P(k) ~ r^k`.
-    fn geometric(n: usize, width: u8, r: f64, seed: u64) -> Vec<u16> {
-        let size = 1usize << width;
-        let mut cdf = Vec::with_capacity(size);
-        let mut acc = 0.0;
-        let mut p = 1.0;
-        for _ in 0..size {
-            acc += p;
-            cdf.push(acc);
-            p *= r;
-        }
-        let mut rng = Rng(seed | 1);
-        (0..n)
-            .map(|_| {
-                let u = rng.unit() * acc;
-                cdf.partition_point(|&c| c < u).min(size - 1) as u16
-            })
-            .collect()
-    }
-
-    fn entropy_bytes(symbols: &[u16]) -> f64 {
-        let mut counts = std::collections::HashMap::new();
-        for &s in symbols {
-            *counts.entry(s).or_insert(0u64) += 1;
-        }
-        let n = symbols.len() as f64;
-        counts.values().map(|&c| c as f64 * (n / c as f64).log2()).sum::<f64>() / 8.0
-    }
-
-    fn round_trip<W: Word>(symbols: &[W], width: u8) -> Vec<u8> {
-        let p = encode(symbols, width).expect("applies");
-        let mut back = std::vec![W::default(); symbols.len()];
-        decode(&p, width, &mut back).unwrap();
-        assert_eq!(back, symbols, "width {width}");
-        p
-    }
-
-    fn to_width(v: &[u16], width: u8) -> Vec<u16> {
-        v.iter().map(|&x| x & mask(width) as u16).collect()
-    }
-
-    #[test]
-    fn round_trips_random_and_skewed() {
-        for width in [1u8, 3, 8, 10, 12, 16] {
-            for n in [1usize, 2, 3, 4, 5, 7, 100, 1000, 50_000] {
-                let mut rng = Rng(0x9e37_79b9 + n as u64 + u64::from(width));
-                let uniform: Vec<u16> = (0..n).map(|_| (rng.next() & mask(width)) as u16).collect();
-                round_trip(&uniform, width);
-                let skew = geometric(n, width, 0.9, n as u64 ^ 77);
-                round_trip(&skew, width);
-                let steep = geometric(n, width, 0.3, n as u64 ^ 5);
-                round_trip(&steep, width);
-                if width <= 8 {
-                    let u8s: Vec<u8> = skew.iter().map(|&v| v as u8).collect();
-                    round_trip(&u8s, width);
-                }
-            }
-        }
-    }
-
-    #[test]
-    fn empty_and_single_symbol() {
-        let p = round_trip::<u8>(&[], 8);
-        assert!(p.is_empty());
-        assert!(decode::<u8>(&[0], 8, &mut []).is_err());
-        let p = round_trip(&[5u8; 1000], 3);
-        assert_eq!(p.len(), 1);
-        let p = round_trip(&[65535u16; 77], 16);
-        assert!(p.len() <= 5, "{}", p.len());
-        let mut out = [0u16; 3];
-        assert!(matches!(
-            decode(&p, 16, &mut out[..0]),
-            Err(FormatError::TrailingBytes { .. })
-        ));
-        let mut long = p.clone();
-        long.push(0);
-        assert!(matches!(
-            decode(&long, 16, &mut out),
-            Err(FormatError::TrailingBytes { .. })
-        ));
-        assert!(matches!(
-            decode::<u8>(&[], 8, &mut [0]),
-            Err(FormatError::Truncated { .. })
-        ));
-        // Two symbols, one of them once.
-        let mut v = std::vec![0u8; 10_000];
-        v[1234] = 1;
-        let p = round_trip(&v, 1);
-        assert!(p.len() < 40, "{}", p.len());
-    }
-
-    #[test]
-    fn all_65536_symbols() {
-        let mut v: Vec<u16> = (0..=u16::MAX).collect();
-        v.extend(geometric(200_000, 16, 0.9999, 3));
-        let p = round_trip(&v, 16);
-        std::println!("65536 symbols: {} B vs entropy {:.0} B", p.len(), entropy_bytes(&v));
-        assert!((p.len() as f64) < entropy_bytes(&v) * 1.08);
-        // Sparse 16-bit alphabet.
-        let mut rng = Rng(99);
-        let sparse: Vec<u16> = (0..5000).map(|_| (rng.next() % 300) as u16 * 211).collect();
-        round_trip(&sparse, 16);
-    }
-
-    #[test]
-    fn table_is_compact() {
-        // 8-bit, all 256 present, skewed.
-        let v = geometric(1 << 16, 8, 0.97, 1);
-        let p = encode(&v, 8).unwrap();
-        let mut br = BitReader::new(&p);
-        let syms = read_symbol_set(&mut br, 8).unwrap();
-        read_freqs(&mut br, syms.len()).unwrap();
-        let t = br.finish().unwrap();
-        assert!(t < 400, "table {t} bytes");
-        // 10-bit near-uniform (FP16 mantissas).
-        let mut rng = Rng(5);
-        let m: Vec<u16> = (0..1 << 16).map(|_| (rng.next() & 1023) as u16).collect();
-        let p = encode(&m, 10).unwrap();
-        let mut br = BitReader::new(&p);
-        let syms = read_symbol_set(&mut br, 10).unwrap();
-        read_freqs(&mut br, syms.len()).unwrap();
-        let t = br.finish().unwrap();
-        assert!(t < 2000, "table {t} bytes");
-    }
-
-    #[test]
-    fn size_close_to_entropy() {
-        let v = geometric(1 << 20, 8, 0.97, 42);
-        let v8: Vec<u8> = v.iter().map(|&x| x as u8).collect();
-        let p = round_trip(&v8, 8);
-        let mut br = BitReader::new(&p);
-        let syms = read_symbol_set(&mut br, 8).unwrap();
-        read_freqs(&mut br, syms.len()).unwrap();
-        let table = br.finish().unwrap();
-        let h = entropy_bytes(&v);
-        let data = (p.len() - table) as f64;
-        std::println!(
-            "rans: table {table} B, data {data} B, entropy {h:.1} B, overhead {:.4}%",
-            (data / h - 1.0) * 100.0
-        );
-        assert!(data <= h * 1.002, "data {data} vs entropy {h}");
-    }
-
-    #[test]
-    fn small_streams_have_small_overhead() {
-        let v = geometric(300, 8, 0.8, 11);
-        let p = round_trip(&v, 8);
-        let h = entropy_bytes(&v);
-        std::println!("rans 300 words: {} B vs entropy {h:.1} B", p.len());
-        assert!((p.len() as f64) < h + 48.0, "{} vs {h}", p.len());
-    }
+    coder_tests!(Rans, "rans", read_freqs, rare: 40, tables: [400, 2000], data: 1.002, small: (1.0, 48.0));
 
     #[test]
     fn normalization_is_optimal_against_neighbors() {
@@ -886,96 +477,5 @@ mod tests {
         for x in [1.0f64, 1.5, 2.0, 3.0, 1e-3, 12345.678, 65535.0, 1e12] {
             assert!((ln(x) - x.ln()).abs() < 1e-12, "{x}");
         }
-    }
-
-    #[test]
-    fn every_truncation_fails() {
-        let v = geometric(500, 8, 0.9, 8);
-        let p = round_trip(&v, 8);
-        let mut out = std::vec![0u16; v.len()];
-        for k in 0..p.len() {
-            assert!(decode(&p[..k], 8, &mut out).is_err(), "truncated to {k}");
-        }
-        let mut out = std::vec![0u16; v.len() + 1];
-        assert!(decode(&p, 8, &mut out).is_err());
-        let mut out = std::vec![0u16; v.len() - 1];
-        assert!(decode(&p, 8, &mut out).is_err());
-    }
-
-    #[test]
-    fn bad_widths() {
-        assert!(encode(&[0u8], 0).is_none());
-        assert!(encode(&[0u16], 17).is_none());
-        assert!(encode(&[8u8], 3).is_none());
-        assert!(matches!(
-            decode::<u8>(&[0], 9, &mut [0]),
-            Err(FormatError::BadWidth { .. })
-        ));
-        assert!(matches!(
-            decode::<u16>(&[0], 0, &mut [0]),
-            Err(FormatError::BadWidth { .. })
-        ));
-    }
-
-    proptest! {
-        #![proptest_config(ProptestConfig::with_cases(2000))]
-        #[test]
-        fn arbitrary_bytes_never_panic(bytes in proptest::collection::vec(any::<u8>(), 0..200), n in 0usize..300, width in 1u8..=16) {
-            let mut out = std::vec![0u16; n];
-            if decode(&bytes, width, &mut out).is_ok() {
-                prop_assert!(out.iter().all(|&s| u64::from(s) <= mask(width)));
-            }
-            let mut out8 = std::vec![0u8; n];
-            let _ = decode(&bytes, width.min(8), &mut out8);
-        }
-
-        #[test]
-        fn flipped_payloads_never_panic(seed in any::<u64>(), flips in proptest::collection::vec((any::<usize>(), 1u8..=255), 1..4), n in 1usize..400, width in prop::sample::select(std::vec![1u8, 3, 8, 10, 16])) {
-            let v = to_width(&geometric(n, width, 0.8, seed), width);
-            let mut p = encode(&v, width).unwrap();
-            for (at, x) in flips {
-                let k = at % p.len();
-                p[k] ^= x;
-            }
-            let mut out = std::vec![0u16; n];
-            if decode(&p, width, &mut out).is_ok() {
-                prop_assert!(out.iter().all(|&s| u64::from(s) <= mask(width)));
-            }
-        }
-
-        #[test]
-        fn round_trip_any(v in proptest::collection::vec(any::<u16>(), 0..500), width in 1u8..=16) {
-            let v = to_width(&v, width);
-            round_trip(&v, width);
-        }
-    }
-
-    #[test]
-    #[ignore]
-    fn throughput() {
-        let v = geometric(4 << 20, 8, 0.97, 42);
-        let v8: Vec<u8> = v.iter().map(|&x| x as u8).collect();
-        let t = std::time::Instant::now();
-        let p = encode(&v8, 8).unwrap();
-        let enc = t.elapsed();
-        let mut out = std::vec![0u8; v8.len()];
-        // Best of several runs: the machine may be shared.
-        let mut dec = std::time::Duration::MAX;
-        for _ in 0..30 {
-            let t = std::time::Instant::now();
-            decode(&p, 8, &mut out).unwrap();
-            dec = dec.min(t.elapsed());
-        }
-        assert_eq!(out, v8);
-        let mb = v8.len() as f64 / 1e6;
-        std::println!(
-            "rans: {} -> {} bytes ({:.4} bits/sym, {:+.4}% vs order-0 entropy), encode {:.0} MB/s, decode {:.0} MB/s",
-            v8.len(),
-            p.len(),
-            p.len() as f64 * 8.0 / v8.len() as f64,
-            (p.len() as f64 / entropy_bytes(&v) - 1.0) * 100.0,
-            mb / enc.as_secs_f64(),
-            mb / dec.as_secs_f64()
-        );
     }
 }
