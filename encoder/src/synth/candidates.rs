@@ -6,7 +6,7 @@ use brevis_format::program::{serialized_size, Node};
 use brevis_format::stream::{Stream, Words};
 use brevis_format::with_words_mut;
 
-use super::lit::{best_lit, constant, leaf, LitPolicy};
+use super::lit::{best_lit, best_lit_below, constant, leaf, LitPolicy};
 use super::{Hint, Synthesizer};
 
 /// Widest field the entropy coders take; wider fields are split further.
@@ -26,7 +26,7 @@ impl Default for CandidateSearch {
         CandidateSearch {
             lit: LitPolicy {
                 zstd_level: 19,
-                zstd_retry_within: 1.03,
+                zstd_retry_within: 1.08,
             },
             effort: 1,
         }
@@ -44,9 +44,19 @@ impl CandidateSearch {
         CandidateSearch {
             lit: LitPolicy {
                 zstd_level,
-                zstd_retry_within: 1.03,
+                zstd_retry_within: 1.08,
             },
             effort,
+        }
+    }
+
+    /// Policy for the byte fields of a root: zstd is tried quickly, and at its
+    /// slow level only where the quick trial already wins (random mantissa bytes
+    /// come close to zstd without LZ ever winning there).
+    fn fields_policy(&self) -> LitPolicy {
+        LitPolicy {
+            zstd_retry_within: 1.0,
+            ..self.lit
         }
     }
 
@@ -75,13 +85,16 @@ impl CandidateSearch {
         if s.width() <= MAX_FIELD {
             return best_lit(s, policy);
         }
-        let mut best = best_lit(s, policy);
         let w = s.width();
         let mut widths = vec![8u8; usize::from(w / 8)];
         if !w.is_multiple_of(8) {
             widths.insert(0, w % 8);
         }
-        if let Some(n) = self.merge(s, MergeOp::Fields(widths), |c| self.field(c, policy)) {
+        let split = self.merge(s, MergeOp::Fields(widths), |c| self.field(c, policy));
+        // The split bounds the literal: slow zstd levels are skipped unless they can beat it.
+        let bound = split.as_ref().map(serialized_size).unwrap_or(usize::MAX);
+        let mut best = best_lit_below(s, policy, bound);
+        if let Some(n) = split {
             keep_smaller(&mut best, n);
         }
         best
@@ -102,14 +115,24 @@ impl CandidateSearch {
         let policy = self.entropy_only();
         let solve = |c: &Stream| self.field(c, &policy);
         let w = s.width();
-        // Sign / exponent / mantissa.
-        if let Some(n) = self.merge(s, MergeOp::Fields(vec![1, exp, mant]), solve) {
-            keep_smaller(best, n);
-        }
-        // Sign and exponent jointly (one alphabet), mantissa apart.
-        if exp < MAX_FIELD {
-            if let Some(n) = self.merge(s, MergeOp::Fields(vec![1 + exp, mant]), solve) {
-                keep_smaller(best, n);
+        // Sign / exponent / mantissa; then sign and exponent as one alphabet with
+        // the same mantissa (solved once, shared by both candidates).
+        if let Ok(parts) = MergeOp::Fields(vec![1, exp, mant]).split(s) {
+            let [sign, e, m] = &parts[..] else { return };
+            let mant_node = solve(m);
+            let three = Node::Merge {
+                op: MergeOp::Fields(vec![1, exp, mant]),
+                children: vec![solve(sign), solve(e), mant_node.clone()],
+            };
+            keep_smaller(best, three);
+            if exp < MAX_FIELD {
+                if let Ok(se) = MergeOp::Fields(vec![1 + exp, mant]).split(s) {
+                    let two = Node::Merge {
+                        op: MergeOp::Fields(vec![1 + exp, mant]),
+                        children: vec![solve(&se[0]), mant_node],
+                    };
+                    keep_smaller(best, two);
+                }
             }
         }
         // Exponent alone in the top bits after rotating the sign to the bottom
@@ -223,6 +246,23 @@ impl CandidateSearch {
     }
 }
 
+/// Words sampled by [`mostly_repeated_words`].
+const DISTINCT_SAMPLE: usize = 1 << 16;
+
+/// True when fewer than half the words of a sample (the first 64 Ki words)
+/// are distinct.
+fn mostly_repeated_words(s: &Stream) -> bool {
+    let n = s.len().min(DISTINCT_SAMPLE);
+    if n < 64 {
+        return false;
+    }
+    let mut words: Vec<u64> =
+        brevis_format::with_words!(s.words(), w => w[..n].iter().map(|x| brevis_format::Word::to_u64(*x)).collect());
+    words.sort_unstable();
+    words.dedup();
+    words.len() * 2 < n
+}
+
 fn keep_smaller(best: &mut Node, cand: Node) {
     if serialized_size(&cand) < serialized_size(best) {
         *best = cand;
@@ -238,41 +278,71 @@ impl Synthesizer for CandidateSearch {
                 value: v,
             };
         }
-        let mut best = self.field(root, &self.lit);
         let w = root.width();
+        // Structured candidates first, so the literal fallback below knows what
+        // it has to beat (and skips slow zstd levels that cannot).
+        let mut found: Vec<Node> = Vec::new();
         match hint {
             Hint::Tensor(dtype) => {
                 if let Some((e, m)) = dtype.float_layout() {
-                    self.float_candidates(root, e, m, &mut best);
+                    let mut b = self.field(root, &self.fields_policy());
+                    self.float_candidates(root, e, m, &mut b);
+                    found.push(b);
                 } else {
-                    self.int_candidates(root, dtype.is_signed_int(), &mut best);
+                    let mut b = self.field(root, &self.fields_policy());
+                    self.int_candidates(root, dtype.is_signed_int(), &mut b);
+                    found.push(b);
                 }
             }
-            Hint::Opaque => match w {
-                16 => {
-                    self.float_candidates(root, 5, 10, &mut best);
-                    self.float_candidates(root, 8, 7, &mut best);
+            Hint::Opaque => {
+                let mut b = self.field(root, &self.fields_policy());
+                match w {
+                    16 => {
+                        self.float_candidates(root, 5, 10, &mut b);
+                        self.float_candidates(root, 8, 7, &mut b);
+                    }
+                    32 => self.float_candidates(root, 8, 23, &mut b),
+                    _ => {}
                 }
-                32 => self.float_candidates(root, 8, 23, &mut best),
-                _ => {}
-            },
-        }
-        if w >= 16 && w.is_multiple_of(8) && matches!(hint, Hint::Opaque) {
-            let policy = self.lit;
-            if let Some(n) = self.merge(root, MergeOp::BytePlanes(w / 8), |c| leaf(c, &policy)) {
-                keep_smaller(&mut best, n);
-            }
-        }
-        if w == 8 && matches!(hint, Hint::Opaque) {
-            if let Some(n) = self.columns(root) {
-                keep_smaller(&mut best, n);
+                if w >= 16 && w.is_multiple_of(8) {
+                    let policy = self.lit;
+                    if let Some(n) = self.merge(root, MergeOp::BytePlanes(w / 8), |c| leaf(c, &policy)) {
+                        keep_smaller(&mut b, n);
+                    }
+                }
+                if w == 8 {
+                    if let Some(n) = self.columns(root) {
+                        keep_smaller(&mut b, n);
+                    }
+                }
+                found.push(b);
             }
         }
         if self.effort >= 1 && root.len() <= 1 << 16 {
             if let Some(n) = self.repeat(root, hint) {
-                keep_smaller(&mut best, n);
+                found.push(n);
             }
         }
-        best
+        // The whole root as one literal, with LZ (zstd) allowed: it wins on data
+        // with long repeats that no operator expresses.
+        let bound = found.iter().map(serialized_size).min().unwrap_or(usize::MAX);
+        // Quick zstd levels do not predict the slow one on data made of few
+        // distinct words (an STFT basis: zstd -3 saves 45%, -19 saves 77%), so
+        // such roots always get the slow trial; ordinary weights, whose words are
+        // nearly all distinct, only when the quick trial comes close.
+        let policy = if mostly_repeated_words(root) {
+            LitPolicy {
+                zstd_retry_within: f64::INFINITY,
+                ..self.lit
+            }
+        } else {
+            self.lit
+        };
+        found.push(best_lit_below(root, &policy, bound));
+        // On ties the structured candidate (earlier) wins.
+        found
+            .into_iter()
+            .min_by_key(serialized_size)
+            .expect("the literal is always a candidate")
     }
 }
