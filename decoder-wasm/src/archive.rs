@@ -5,14 +5,14 @@ use alloc::string::String;
 use alloc::vec::Vec;
 
 use brevis_format::archive::{
-    check_header, open_record, parse_end, parse_index, FileRecord, RecordHead, RecordKind, SegmentKind, SegmentRecord,
+    check_header, open_record, parse_end, parse_index, ChunkRecord, FileRecord, RecordHead, RecordKind, SegmentKind, SegmentRecord,
     END_LEN, HEADER_LEN,
 };
 use brevis_format::FormatError;
 use sha2::{Digest, Sha256};
 
 use crate::error::{DecodeError, Location};
-use crate::exec::decode_chunk_into;
+use crate::exec::decode_chunk;
 use crate::stream::{Event, StreamDecoder};
 use crate::DecodeLimits;
 
@@ -262,6 +262,90 @@ impl<'a> Archive<'a> {
         Ok(Archive { data, files, limits })
     }
 
+    /// Opens a damaged archive for salvage: walks the records from the header
+    /// without trusting the index, keeping every file whose FILE record and
+    /// segment table are intact. Returns the archive and what was found damaged
+    /// (records whose checksum failed, records that could not be placed).
+    /// Damaged chunks stay listed, so decoding them reports their own error,
+    /// and the chunks around them still decode.
+    pub fn scan(data: &'a [u8], limits: DecodeLimits) -> Result<(Self, Vec<DecodeError>), DecodeError> {
+        check_header(data)?;
+        let mut files: Vec<FileInfo> = Vec::new();
+        let mut damage = Vec::new();
+        // Segments and chunks still expected for the last file; `skipping` while
+        // a damaged FILE or SEGMENT record left the structure unknown.
+        let (mut segs_left, mut chunks_left, mut skipping) = (0u64, 0u64, false);
+        let mut pos = HEADER_LEN;
+        while pos < data.len() {
+            let loc = Location { offset: Some(pos as u64), file: files.last().map(|f| f.path.clone()), ..Location::default() };
+            let head = match RecordHead::parse(&data[pos..]) {
+                Ok(h) if pos + h.total_len() <= data.len() => h,
+                Ok(_) => {
+                    damage.push(DecodeError::new(FormatError::Truncated { what: "record (archive ends inside it)" }).at(&loc));
+                    break;
+                }
+                Err(e) => {
+                    // Without a readable length the following records cannot be found.
+                    damage.push(DecodeError::new(e).at(&loc));
+                    break;
+                }
+            };
+            let rec = &data[pos..pos + head.total_len()];
+            let body = open_record(rec).map(|(_, b)| b);
+            match head.kind {
+                RecordKind::File => match body.and_then(FileRecord::parse) {
+                    Ok(f) => {
+                        segs_left = f.segments;
+                        chunks_left = 0;
+                        skipping = false;
+                        files.push(FileInfo { path: f.path, size: f.size, sha256: f.sha256, segments: Vec::new() });
+                    }
+                    Err(e) => {
+                        damage.push(DecodeError::new(e).at(&loc));
+                        skipping = true;
+                    }
+                },
+                RecordKind::Segment if !skipping => match (body.and_then(SegmentRecord::parse), files.last_mut()) {
+                    (Ok(sr), Some(file)) if segs_left > 0 && chunks_left == 0 => {
+                        let file_offset = file.segments.last().map(|p| p.file_offset + p.len).unwrap_or(0);
+                        segs_left -= 1;
+                        chunks_left = sr.chunks;
+                        file.segments.push(SegmentInfo { name: sr.name, kind: sr.kind, len: sr.len, file_offset, chunks: Vec::new() });
+                    }
+                    (Err(e), _) => {
+                        damage.push(DecodeError::new(e).at(&loc));
+                        skipping = true;
+                    }
+                    _ => {
+                        damage.push(DecodeError::new(FormatError::Invalid { what: "record order" }).at(&loc));
+                        skipping = true;
+                    }
+                },
+                RecordKind::Chunk if !skipping && chunks_left > 0 => {
+                    let seg = files.last_mut().and_then(|f| f.segments.last_mut());
+                    if let Some(seg) = seg {
+                        chunks_left -= 1;
+                        let decoded_len = match body.and_then(ChunkRecord::parse) {
+                            Ok(c) => c.decoded_len,
+                            Err(e) => {
+                                damage.push(DecodeError::new(e).at(&Location { segment: Some(seg.name.clone()), chunk: Some(seg.chunks.len() as u64), ..loc.clone() }));
+                                0
+                            }
+                        };
+                        seg.chunks.push(ChunkInfo { offset: pos as u64, record_len: head.total_len() as u64, decoded_len });
+                        if chunks_left == 0 {
+                            infer_damaged_length(seg);
+                        }
+                    }
+                }
+                RecordKind::Index | RecordKind::End => break,
+                _ => {}
+            }
+            pos += head.total_len();
+        }
+        Ok((Archive { data, files, limits }, damage))
+    }
+
     /// The files, in archive order.
     pub fn files(&self) -> &[FileInfo] {
         &self.files
@@ -287,34 +371,41 @@ impl<'a> Archive<'a> {
         Ok(body)
     }
 
+    /// Decodes chunk `index` of a segment, checking it against its checksum
+    /// and the length the index gives it.
+    pub fn read_chunk(&self, file: &FileInfo, seg: &SegmentInfo, index: usize) -> Result<Vec<u8>, DecodeError> {
+        let c = seg.chunks.get(index).ok_or(FormatError::Invalid { what: "chunk index" })?;
+        let loc = Location {
+            offset: Some(c.offset),
+            file: Some(file.path.clone()),
+            segment: Some(seg.name.clone()),
+            chunk: Some(index as u64),
+        };
+        let body = self.chunk_body(c).map_err(|e| e.at(&loc))?;
+        let out = decode_chunk(body, &self.limits.program).map_err(|e| DecodeError::new(e).at(&loc))?;
+        if out.len() as u64 != c.decoded_len {
+            return Err(DecodeError::new(FormatError::LengthMismatch {
+                what: "chunk length (against the index)",
+                expected: c.decoded_len,
+                found: out.len() as u64,
+            })
+            .at(&loc));
+        }
+        Ok(out)
+    }
+
     /// Decodes one segment (a tensor's raw bytes), checking each chunk.
     pub fn read_segment(&self, file: &FileInfo, seg: &SegmentInfo) -> Result<Vec<u8>, DecodeError> {
-        let mut out = Vec::with_capacity(seg.len as usize);
-        for (i, c) in seg.chunks.iter().enumerate() {
-            let loc = Location {
-                offset: Some(c.offset),
-                file: Some(file.path.clone()),
-                segment: Some(seg.name.clone()),
-                chunk: Some(i as u64),
-            };
-            let body = self.chunk_body(c).map_err(|e| e.at(&loc))?;
-            let before = out.len();
-            decode_chunk_into(body, &self.limits.program, &mut out).map_err(|e| DecodeError::new(e).at(&loc))?;
-            if (out.len() - before) as u64 != c.decoded_len {
-                return Err(DecodeError::new(FormatError::LengthMismatch {
-                    what: "chunk length (against the index)",
-                    expected: c.decoded_len,
-                    found: (out.len() - before) as u64,
-                })
-                .at(&loc));
-            }
+        let mut out = Vec::with_capacity(usize::try_from(seg.len).unwrap_or(0).min(self.data.len().saturating_mul(64)));
+        for i in 0..seg.chunks.len() {
+            out.extend_from_slice(&self.read_chunk(file, seg, i)?);
         }
         Ok(out)
     }
 
     /// Decodes a whole file and checks its SHA-256.
     pub fn read_file(&self, file: &FileInfo) -> Result<Vec<u8>, DecodeError> {
-        let mut out = Vec::with_capacity(file.size as usize);
+        let mut out = Vec::with_capacity(usize::try_from(file.size).unwrap_or(0).min(self.data.len().saturating_mul(64)));
         for seg in &file.segments {
             out.extend_from_slice(&self.read_segment(file, seg)?);
         }
@@ -331,6 +422,16 @@ impl<'a> Archive<'a> {
             }));
         }
         Ok(out)
+    }
+}
+
+/// When exactly one chunk of a segment lost its header, its length is what the
+/// others leave of the segment's.
+fn infer_damaged_length(seg: &mut SegmentInfo) {
+    let known: u64 = seg.chunks.iter().map(|c| c.decoded_len).sum();
+    let mut unknown = seg.chunks.iter_mut().filter(|c| c.decoded_len == 0);
+    if let (Some(c), None) = (unknown.next(), unknown.next()) {
+        c.decoded_len = seg.len.saturating_sub(known);
     }
 }
 

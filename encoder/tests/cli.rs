@@ -160,6 +160,14 @@ fn bad_usage_and_missing_inputs() {
     assert_eq!(o.status.code(), Some(1));
     assert!(String::from_utf8_lossy(&o.stderr).contains("not a valid safetensors file"));
     assert!(!dir.path().join("bad.safetensors.brv").exists());
+
+    // Outputs that cannot be written: a missing folder, a read-only file system.
+    fs::write(dir.path().join("m.safetensors"), bundled()).unwrap();
+    for out in ["/nonexistent-brevis/x.brv", "/proc/x.brv"] {
+        let o = brevis(&["compress", "m.safetensors", "-o", out], dir.path());
+        assert_eq!(o.status.code(), Some(1), "{out}");
+        assert!(String::from_utf8_lossy(&o.stderr).contains("cannot write"), "{out}: {}", String::from_utf8_lossy(&o.stderr));
+    }
 }
 
 #[test]
@@ -172,4 +180,44 @@ fn no_arguments_runs_the_bundled_round_trip() {
         text.contains("round trip: bit-exact") && text.contains("zstd -19") && text.contains("smaller than zstd -19"),
         "{text}"
     );
+}
+
+#[test]
+fn salvage_recovers_every_intact_file_and_tensor() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    fs::create_dir(d.join("m")).unwrap();
+    fs::write(d.join("m/a.safetensors"), bundled()).unwrap();
+    let other: Vec<u8> = (0..200_000u32).map(|i| (i.wrapping_mul(2_654_435_761) >> 13) as u8).collect();
+    fs::write(d.join("m/b.bin"), &other).unwrap();
+    ok(&brevis(&["compress", "m", "-o", "m.brv", "-q"], d));
+
+    // Damage one tensor's chunk in the middle.
+    let mut a = fs::read(d.join("m.brv")).unwrap();
+    let (offset, len, seg_start, seg_len) = {
+        let ar = brevis_decoder::Archive::open(&a, brevis_decoder::DecodeLimits::default()).unwrap();
+        let (f, s) = ar.find_segment("lstm_cell.weight_ih").unwrap();
+        assert_eq!(f.path, "a.safetensors");
+        (s.chunks[0].offset as usize, s.chunks[0].record_len as usize, s.file_offset as usize, s.len as usize)
+    };
+    a[offset + len / 2] ^= 0x01;
+    fs::write(d.join("bad.brv"), &a).unwrap();
+
+    let o = brevis(&["decompress", "--salvage", "bad.brv", "-o", "out"], d);
+    assert_eq!(o.status.code(), Some(3), "{}", String::from_utf8_lossy(&o.stderr));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.contains("a.safetensors") && err.contains("lstm_cell.weight_ih") && err.contains("lost"), "{err}");
+    // The intact file comes back whole; the damaged one as .partial, right except the lost tensor.
+    assert_eq!(fs::read(d.join("out/b.bin")).unwrap(), other);
+    assert!(!d.join("out/a.safetensors").exists());
+    let partial = fs::read(d.join("out/a.safetensors.partial")).unwrap();
+    assert_eq!(partial.len(), bundled().len());
+    assert_eq!(&partial[..seg_start], &bundled()[..seg_start]);
+    assert_eq!(&partial[seg_start + seg_len..], &bundled()[seg_start + seg_len..]);
+    assert!(partial[seg_start..seg_start + seg_len].iter().all(|&b| b == 0));
+
+    // Plain decompress of the same archive refuses with exit 3 and leaves nothing half-written.
+    let o = brevis(&["decompress", "bad.brv", "-o", "out2", "-q"], d);
+    assert_eq!(o.status.code(), Some(3));
+    assert!(!d.join("out2/a.safetensors").exists());
 }

@@ -34,7 +34,7 @@ pub fn dtype(d: Dtype) -> Option<DType> {
 
 /// Segments of a safetensors file.
 pub fn plan(data: &[u8]) -> Result<Vec<SegmentPlan>> {
-    let (n, metadata) = SafeTensors::read_metadata(data).map_err(|e| anyhow::anyhow!("{e:?}"))?;
+    let (n, metadata) = SafeTensors::read_metadata(data).map_err(|e| anyhow::anyhow!("{e}"))?;
     let start = 8usize.checked_add(n).context("header length overflows")?;
     let mut plans = vec![SegmentPlan {
         name: "safetensors header".into(),

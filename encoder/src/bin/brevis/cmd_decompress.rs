@@ -5,10 +5,10 @@ use std::io::Read;
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result};
-use brevis_decoder::{DecodeLimits, Event, StreamDecoder};
+use brevis_decoder::{Archive, DecodeLimits, Event, StreamDecoder};
 use brevis_encoder::atomic::AtomicFile;
 
-use crate::common::{human, progress, CorruptArchive};
+use crate::common::{human, map_file, progress, CorruptArchive};
 use std::io::Write;
 
 #[derive(clap::Args)]
@@ -21,6 +21,11 @@ pub struct Args {
     /// Overwrite files that exist.
     #[arg(short, long)]
     force: bool,
+    /// Rebuild what can be rebuilt from a damaged archive: intact files under
+    /// their names, damaged ones as `NAME.partial` with the lost ranges zeroed,
+    /// and a list of what was lost (exit code 3 if anything was).
+    #[arg(long)]
+    salvage: bool,
 }
 
 #[derive(clap::Args)]
@@ -56,6 +61,9 @@ fn stream_archive(path: &Path, quiet: bool, mut on_event: impl FnMut(Event) -> R
 }
 
 pub fn run(args: Args, quiet: bool) -> Result<()> {
+    if args.salvage {
+        return salvage(args, quiet);
+    }
     let dir = args.output.unwrap_or_else(|| PathBuf::from("."));
     let mut current: Option<AtomicFile> = None;
     let mut written = Vec::new();
@@ -122,3 +130,82 @@ pub fn verify(args: VerifyArgs, quiet: bool) -> Result<()> {
     }
     Ok(())
 }
+
+/// Writes `bytes` to `path` atomically, creating parent folders.
+fn write_file(path: &Path, bytes: &[u8], force: bool) -> Result<()> {
+    if let Some(parent) = path.parent() {
+        std::fs::create_dir_all(parent).with_context(|| format!("cannot create `{}`", parent.display()))?;
+    }
+    let mut f = AtomicFile::create(path, force).with_context(|| format!("cannot write `{}`", path.display()))?;
+    f.write_all(bytes).with_context(|| format!("cannot write `{}`", path.display()))?;
+    f.commit().with_context(|| format!("cannot write `{}`", path.display()))
+}
+
+/// `decompress --salvage`: see [`Args::salvage`].
+fn salvage(args: Args, quiet: bool) -> Result<()> {
+    let dir = args.output.unwrap_or_else(|| PathBuf::from("."));
+    let data = map_file(&args.archive)?;
+    let (archive, damage) = Archive::scan(&data, DecodeLimits::default()).map_err(CorruptArchive)?;
+    // A damaged chunk is reported below with the bytes it held; list the rest here.
+    let mut lost: Vec<String> =
+        damage.iter().filter(|d| d.location.chunk.is_none()).map(|d| format!("damaged record: {d}")).collect();
+    let (mut whole, mut partial) = (0usize, 0usize);
+    for file in archive.files() {
+        let target = dir.join(&file.path);
+        if let Ok(bytes) = archive.read_file(file) {
+            write_file(&target, &bytes, args.force)?;
+            whole += 1;
+            continue;
+        }
+        // Rebuild chunk by chunk; what cannot be decoded stays zero.
+        let size = usize::try_from(file.size).unwrap_or(0).min(data.len().saturating_mul(64));
+        let mut bytes = vec![0u8; size];
+        let mut covered = 0u64;
+        for seg in &file.segments {
+            let mut at = seg.file_offset;
+            for (i, c) in seg.chunks.iter().enumerate() {
+                let range = at..at + c.decoded_len;
+                match archive.read_chunk(file, seg, i) {
+                    Ok(d) if (range.end as usize) <= bytes.len() => {
+                        bytes[range.start as usize..range.end as usize].copy_from_slice(&d);
+                        covered += d.len() as u64;
+                    }
+                    Ok(_) => lost.push(format!("{}: segment `{}` chunk {i}: beyond the file's size", file.path, seg.name)),
+                    Err(e) => lost.push(format!("{}: bytes {}..{} (segment `{}`, chunk {i}) lost: {e}", file.path, range.start, range.end, seg.name)),
+                }
+                at = range.end;
+            }
+        }
+        if covered < file.size {
+            let listed: u64 = file.segments.iter().map(|s| s.len).sum();
+            if listed < file.size {
+                lost.push(format!("{}: bytes {}..{} lost (their segment records are damaged)", file.path, listed, file.size));
+            }
+        }
+        let partial_path = dir.join(format!("{}.partial", file.path));
+        write_file(&partial_path, &bytes, args.force)?;
+        partial += 1;
+    }
+    if !quiet {
+        eprintln!("salvage: {whole} file(s) intact, {partial} partial (written as NAME.partial)");
+    }
+    if lost.is_empty() {
+        return Ok(());
+    }
+    for l in &lost {
+        eprintln!("brevis: {l}");
+    }
+    anyhow::bail!(SalvageIncomplete(lost.len()))
+}
+
+/// Salvage could not recover everything (exit code 3, like any damaged archive).
+#[derive(Debug)]
+pub struct SalvageIncomplete(pub usize);
+
+impl std::fmt::Display for SalvageIncomplete {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "archive is damaged: {} problem(s) listed above; everything else was recovered", self.0)
+    }
+}
+
+impl std::error::Error for SalvageIncomplete {}
