@@ -5,8 +5,8 @@ use alloc::string::String;
 use alloc::vec::Vec;
 
 use brevis_format::archive::{
-    check_header, open_record, parse_end, parse_index, ChunkRecord, FileRecord, RecordHead, RecordKind, SegmentKind, SegmentRecord,
-    END_LEN, HEADER_LEN,
+    check_header, open_record, parse_end, parse_index, ChunkRecord, FileRecord, RecordHead, RecordKind, SegmentKind,
+    SegmentRecord, END_LEN, HEADER_LEN,
 };
 use brevis_format::FormatError;
 use sha2::{Digest, Sha256};
@@ -277,11 +277,20 @@ impl<'a> Archive<'a> {
         let (mut segs_left, mut chunks_left, mut skipping) = (0u64, 0u64, false);
         let mut pos = HEADER_LEN;
         while pos < data.len() {
-            let loc = Location { offset: Some(pos as u64), file: files.last().map(|f| f.path.clone()), ..Location::default() };
+            let loc = Location {
+                offset: Some(pos as u64),
+                file: files.last().map(|f| f.path.clone()),
+                ..Location::default()
+            };
             let head = match RecordHead::parse(&data[pos..]) {
                 Ok(h) if pos + h.total_len() <= data.len() => h,
                 Ok(_) => {
-                    damage.push(DecodeError::new(FormatError::Truncated { what: "record (archive ends inside it)" }).at(&loc));
+                    damage.push(
+                        DecodeError::new(FormatError::Truncated {
+                            what: "record (archive ends inside it)",
+                        })
+                        .at(&loc),
+                    );
                     break;
                 }
                 Err(e) => {
@@ -298,7 +307,12 @@ impl<'a> Archive<'a> {
                         segs_left = f.segments;
                         chunks_left = 0;
                         skipping = false;
-                        files.push(FileInfo { path: f.path, size: f.size, sha256: f.sha256, segments: Vec::new() });
+                        files.push(FileInfo {
+                            path: f.path,
+                            size: f.size,
+                            sha256: f.sha256,
+                            segments: Vec::new(),
+                        });
                     }
                     Err(e) => {
                         damage.push(DecodeError::new(e).at(&loc));
@@ -310,7 +324,13 @@ impl<'a> Archive<'a> {
                         let file_offset = file.segments.last().map(|p| p.file_offset + p.len).unwrap_or(0);
                         segs_left -= 1;
                         chunks_left = sr.chunks;
-                        file.segments.push(SegmentInfo { name: sr.name, kind: sr.kind, len: sr.len, file_offset, chunks: Vec::new() });
+                        file.segments.push(SegmentInfo {
+                            name: sr.name,
+                            kind: sr.kind,
+                            len: sr.len,
+                            file_offset,
+                            chunks: Vec::new(),
+                        });
                     }
                     (Err(e), _) => {
                         damage.push(DecodeError::new(e).at(&loc));
@@ -328,11 +348,19 @@ impl<'a> Archive<'a> {
                         let decoded_len = match body.and_then(ChunkRecord::parse) {
                             Ok(c) => c.decoded_len,
                             Err(e) => {
-                                damage.push(DecodeError::new(e).at(&Location { segment: Some(seg.name.clone()), chunk: Some(seg.chunks.len() as u64), ..loc.clone() }));
+                                damage.push(DecodeError::new(e).at(&Location {
+                                    segment: Some(seg.name.clone()),
+                                    chunk: Some(seg.chunks.len() as u64),
+                                    ..loc.clone()
+                                }));
                                 0
                             }
                         };
-                        seg.chunks.push(ChunkInfo { offset: pos as u64, record_len: head.total_len() as u64, decoded_len });
+                        seg.chunks.push(ChunkInfo {
+                            offset: pos as u64,
+                            record_len: head.total_len() as u64,
+                            decoded_len,
+                        });
                         if chunks_left == 0 {
                             infer_damaged_length(seg);
                         }
@@ -374,7 +402,10 @@ impl<'a> Archive<'a> {
     /// Decodes chunk `index` of a segment, checking it against its checksum
     /// and the length the index gives it.
     pub fn read_chunk(&self, file: &FileInfo, seg: &SegmentInfo, index: usize) -> Result<Vec<u8>, DecodeError> {
-        let c = seg.chunks.get(index).ok_or(FormatError::Invalid { what: "chunk index" })?;
+        let c = seg
+            .chunks
+            .get(index)
+            .ok_or(FormatError::Invalid { what: "chunk index" })?;
         let loc = Location {
             offset: Some(c.offset),
             file: Some(file.path.clone()),
@@ -396,7 +427,11 @@ impl<'a> Archive<'a> {
 
     /// Decodes one segment (a tensor's raw bytes), checking each chunk.
     pub fn read_segment(&self, file: &FileInfo, seg: &SegmentInfo) -> Result<Vec<u8>, DecodeError> {
-        let mut out = Vec::with_capacity(usize::try_from(seg.len).unwrap_or(0).min(self.data.len().saturating_mul(64)));
+        let mut out = Vec::with_capacity(
+            usize::try_from(seg.len)
+                .unwrap_or(0)
+                .min(self.data.len().saturating_mul(64)),
+        );
         for i in 0..seg.chunks.len() {
             out.extend_from_slice(&self.read_chunk(file, seg, i)?);
         }
@@ -405,7 +440,11 @@ impl<'a> Archive<'a> {
 
     /// Decodes a whole file and checks its SHA-256.
     pub fn read_file(&self, file: &FileInfo) -> Result<Vec<u8>, DecodeError> {
-        let mut out = Vec::with_capacity(usize::try_from(file.size).unwrap_or(0).min(self.data.len().saturating_mul(64)));
+        let mut out = Vec::with_capacity(
+            usize::try_from(file.size)
+                .unwrap_or(0)
+                .min(self.data.len().saturating_mul(64)),
+        );
         for seg in &file.segments {
             out.extend_from_slice(&self.read_segment(file, seg)?);
         }

@@ -166,7 +166,11 @@ fn bad_usage_and_missing_inputs() {
     for out in ["/nonexistent-brevis/x.brv", "/proc/x.brv"] {
         let o = brevis(&["compress", "m.safetensors", "-o", out], dir.path());
         assert_eq!(o.status.code(), Some(1), "{out}");
-        assert!(String::from_utf8_lossy(&o.stderr).contains("cannot write"), "{out}: {}", String::from_utf8_lossy(&o.stderr));
+        assert!(
+            String::from_utf8_lossy(&o.stderr).contains("cannot write"),
+            "{out}: {}",
+            String::from_utf8_lossy(&o.stderr)
+        );
     }
 }
 
@@ -188,7 +192,9 @@ fn salvage_recovers_every_intact_file_and_tensor() {
     let d = dir.path();
     fs::create_dir(d.join("m")).unwrap();
     fs::write(d.join("m/a.safetensors"), bundled()).unwrap();
-    let other: Vec<u8> = (0..200_000u32).map(|i| (i.wrapping_mul(2_654_435_761) >> 13) as u8).collect();
+    let other: Vec<u8> = (0..200_000u32)
+        .map(|i| (i.wrapping_mul(2_654_435_761) >> 13) as u8)
+        .collect();
     fs::write(d.join("m/b.bin"), &other).unwrap();
     ok(&brevis(&["compress", "m", "-o", "m.brv", "-q"], d));
 
@@ -198,7 +204,12 @@ fn salvage_recovers_every_intact_file_and_tensor() {
         let ar = brevis_decoder::Archive::open(&a, brevis_decoder::DecodeLimits::default()).unwrap();
         let (f, s) = ar.find_segment("lstm_cell.weight_ih").unwrap();
         assert_eq!(f.path, "a.safetensors");
-        (s.chunks[0].offset as usize, s.chunks[0].record_len as usize, s.file_offset as usize, s.len as usize)
+        (
+            s.chunks[0].offset as usize,
+            s.chunks[0].record_len as usize,
+            s.file_offset as usize,
+            s.len as usize,
+        )
     };
     a[offset + len / 2] ^= 0x01;
     fs::write(d.join("bad.brv"), &a).unwrap();
@@ -206,7 +217,10 @@ fn salvage_recovers_every_intact_file_and_tensor() {
     let o = brevis(&["decompress", "--salvage", "bad.brv", "-o", "out"], d);
     assert_eq!(o.status.code(), Some(3), "{}", String::from_utf8_lossy(&o.stderr));
     let err = String::from_utf8_lossy(&o.stderr);
-    assert!(err.contains("a.safetensors") && err.contains("lstm_cell.weight_ih") && err.contains("lost"), "{err}");
+    assert!(
+        err.contains("a.safetensors") && err.contains("lstm_cell.weight_ih") && err.contains("lost"),
+        "{err}"
+    );
     // The intact file comes back whole; the damaged one as .partial, right except the lost tensor.
     assert_eq!(fs::read(d.join("out/b.bin")).unwrap(), other);
     assert!(!d.join("out/a.safetensors").exists());

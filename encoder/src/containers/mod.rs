@@ -7,6 +7,7 @@ use std::ops::Range;
 use anyhow::Result;
 use brevis_format::archive::SegmentKind;
 
+pub mod onnx;
 pub mod plain;
 pub mod safetensors;
 
@@ -26,15 +27,25 @@ pub struct SegmentPlan {
 pub enum Container {
     /// A safetensors file: header + tensors.
     Safetensors,
+    /// An ONNX model: tensors' raw data inside a protobuf.
+    Onnx,
     /// Any other file: opaque bytes.
     Plain,
 }
 
 /// Maps `data` (the file at `path`) onto segments.
 ///
-/// A file whose name ends in `.safetensors` must parse as safetensors; other
-/// files are tried as safetensors and otherwise kept as opaque bytes.
+/// A file whose name ends in `.safetensors` must parse as safetensors; an
+/// `.onnx` file is read as ONNX when it parses and holds raw tensor data, else
+/// kept opaque; other files are tried as safetensors and otherwise kept as
+/// opaque bytes.
 pub fn plan(path: &str, data: &[u8]) -> Result<(Container, Vec<SegmentPlan>)> {
+    if path.ends_with(".onnx") {
+        if let Ok(p) = onnx::plan(data) {
+            return Ok((Container::Onnx, p));
+        }
+        return Ok((Container::Plain, plain::plan(data)));
+    }
     let named = path.ends_with(".safetensors");
     match safetensors::plan(data) {
         Ok(p) => Ok((Container::Safetensors, p)),

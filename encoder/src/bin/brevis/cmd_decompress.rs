@@ -137,7 +137,8 @@ fn write_file(path: &Path, bytes: &[u8], force: bool) -> Result<()> {
         std::fs::create_dir_all(parent).with_context(|| format!("cannot create `{}`", parent.display()))?;
     }
     let mut f = AtomicFile::create(path, force).with_context(|| format!("cannot write `{}`", path.display()))?;
-    f.write_all(bytes).with_context(|| format!("cannot write `{}`", path.display()))?;
+    f.write_all(bytes)
+        .with_context(|| format!("cannot write `{}`", path.display()))?;
     f.commit().with_context(|| format!("cannot write `{}`", path.display()))
 }
 
@@ -147,8 +148,11 @@ fn salvage(args: Args, quiet: bool) -> Result<()> {
     let data = map_file(&args.archive)?;
     let (archive, damage) = Archive::scan(&data, DecodeLimits::default()).map_err(CorruptArchive)?;
     // A damaged chunk is reported below with the bytes it held; list the rest here.
-    let mut lost: Vec<String> =
-        damage.iter().filter(|d| d.location.chunk.is_none()).map(|d| format!("damaged record: {d}")).collect();
+    let mut lost: Vec<String> = damage
+        .iter()
+        .filter(|d| d.location.chunk.is_none())
+        .map(|d| format!("damaged record: {d}"))
+        .collect();
     let (mut whole, mut partial) = (0usize, 0usize);
     for file in archive.files() {
         let target = dir.join(&file.path);
@@ -158,7 +162,9 @@ fn salvage(args: Args, quiet: bool) -> Result<()> {
             continue;
         }
         // Rebuild chunk by chunk; what cannot be decoded stays zero.
-        let size = usize::try_from(file.size).unwrap_or(0).min(data.len().saturating_mul(64));
+        let size = usize::try_from(file.size)
+            .unwrap_or(0)
+            .min(data.len().saturating_mul(64));
         let mut bytes = vec![0u8; size];
         let mut covered = 0u64;
         for seg in &file.segments {
@@ -170,8 +176,14 @@ fn salvage(args: Args, quiet: bool) -> Result<()> {
                         bytes[range.start as usize..range.end as usize].copy_from_slice(&d);
                         covered += d.len() as u64;
                     }
-                    Ok(_) => lost.push(format!("{}: segment `{}` chunk {i}: beyond the file's size", file.path, seg.name)),
-                    Err(e) => lost.push(format!("{}: bytes {}..{} (segment `{}`, chunk {i}) lost: {e}", file.path, range.start, range.end, seg.name)),
+                    Ok(_) => lost.push(format!(
+                        "{}: segment `{}` chunk {i}: beyond the file's size",
+                        file.path, seg.name
+                    )),
+                    Err(e) => lost.push(format!(
+                        "{}: bytes {}..{} (segment `{}`, chunk {i}) lost: {e}",
+                        file.path, range.start, range.end, seg.name
+                    )),
                 }
                 at = range.end;
             }
@@ -179,7 +191,10 @@ fn salvage(args: Args, quiet: bool) -> Result<()> {
         if covered < file.size {
             let listed: u64 = file.segments.iter().map(|s| s.len).sum();
             if listed < file.size {
-                lost.push(format!("{}: bytes {}..{} lost (their segment records are damaged)", file.path, listed, file.size));
+                lost.push(format!(
+                    "{}: bytes {}..{} lost (their segment records are damaged)",
+                    file.path, listed, file.size
+                ));
             }
         }
         let partial_path = dir.join(format!("{}.partial", file.path));
@@ -204,7 +219,11 @@ pub struct SalvageIncomplete(pub usize);
 
 impl std::fmt::Display for SalvageIncomplete {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "archive is damaged: {} problem(s) listed above; everything else was recovered", self.0)
+        write!(
+            f,
+            "archive is damaged: {} problem(s) listed above; everything else was recovered",
+            self.0
+        )
     }
 }
 

@@ -1,6 +1,7 @@
 //! `brevis inspect ARCHIVE`: per-segment programs and ratios, totals by dtype.
 
 use std::collections::BTreeMap;
+use std::io::Write;
 use std::path::PathBuf;
 
 use anyhow::Result;
@@ -20,16 +21,33 @@ pub struct Args {
 }
 
 pub fn run(args: Args) -> Result<()> {
+    // `brevis inspect … | head` is normal use: a closed pipe ends the listing quietly.
+    match print(args) {
+        Err(e)
+            if e.chain().any(|c| {
+                c.downcast_ref::<std::io::Error>()
+                    .is_some_and(|io| io.kind() == std::io::ErrorKind::BrokenPipe)
+            }) =>
+        {
+            Ok(())
+        }
+        other => other,
+    }
+}
+
+fn print(args: Args) -> Result<()> {
+    let mut out = std::io::stdout().lock();
     let data = map_file(&args.archive)?;
     let limits = DecodeLimits::default();
     let archive = Archive::open(&data, limits).map_err(CorruptArchive)?;
     let mut by_dtype: BTreeMap<String, (u64, u64, u64)> = BTreeMap::new();
     for file in archive.files() {
-        println!("{} ({})", file.path, human(file.size));
-        println!(
+        writeln!(out, "{} ({})", file.path, human(file.size))?;
+        writeln!(
+            out,
             "  {:<44} {:>8} {:>16} {:>11} {:>11} {:>8}  program",
             "segment", "dtype", "shape", "original", "stored", "ratio"
-        );
+        )?;
         for seg in &file.segments {
             let stored: u64 = seg.chunks.iter().map(|c| c.record_len).sum();
             let (dtype, shape) = match &seg.kind {
@@ -53,7 +71,8 @@ pub fn run(args: Args) -> Result<()> {
                     .map_err(|e| CorruptArchive(brevis_decoder::DecodeError::new(e)))?;
                 programs.push(node.to_string());
             }
-            println!(
+            writeln!(
+                out,
                 "  {:<44} {:>8} {:>16} {:>11} {:>11} {:>8.4}  {}",
                 truncate(&seg.name, 44),
                 dtype,
@@ -62,31 +81,34 @@ pub fn run(args: Args) -> Result<()> {
                 human(stored),
                 ratio(seg.len, stored),
                 programs.join("\n        ")
-            );
+            )?;
         }
     }
-    println!("\ntotals by dtype:");
-    println!(
+    writeln!(out, "\ntotals by dtype:")?;
+    writeln!(
+        out,
         "  {:<8} {:>8} {:>12} {:>12} {:>8}",
         "dtype", "segments", "original", "stored", "ratio"
-    );
+    )?;
     for (d, (n, orig, stored)) in &by_dtype {
-        println!(
+        writeln!(
+            out,
             "  {:<8} {:>8} {:>12} {:>12} {:>8.4}",
             d,
             n,
             human(*orig),
             human(*stored),
             ratio(*orig, *stored)
-        );
+        )?;
     }
     let total: u64 = archive.files().iter().map(|f| f.size).sum();
-    println!(
+    writeln!(
+        out,
         "  archive: {} -> {} ({:.4}x)",
         human(total),
         human(data.len() as u64),
         ratio(total, data.len() as u64)
-    );
+    )?;
     Ok(())
 }
 

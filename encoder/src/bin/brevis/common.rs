@@ -23,7 +23,8 @@ impl std::error::Error for CorruptArchive {}
 /// The process exit code for an error.
 pub fn exit_code(e: &anyhow::Error) -> u8 {
     if e.chain().any(|c| {
-        c.downcast_ref::<CorruptArchive>().is_some() || c.downcast_ref::<crate::cmd_decompress::SalvageIncomplete>().is_some()
+        c.downcast_ref::<CorruptArchive>().is_some()
+            || c.downcast_ref::<crate::cmd_decompress::SalvageIncomplete>().is_some()
     }) {
         3
     } else {
