@@ -52,4 +52,7 @@ cargo test --workspace --release
 
 log "the main job: brevis with no arguments"
 cargo run --release -q --bin brevis >/dev/null
+
+log "a short fuzz pass (12 s a target; skipped without nightly and cargo-fuzz)"
+scripts/fuzz.sh 12
 log "all checks passed"

@@ -267,7 +267,11 @@ impl<'a> Archive<'a> {
     /// segment table are intact. Returns the archive and what was found damaged
     /// (records whose checksum failed, records that could not be placed).
     /// Damaged chunks stay listed, so decoding them reports their own error,
-    /// and the chunks around them still decode.
+    /// and the chunks around them still decode. Records that contradict the
+    /// structure (a segment past its file's size, a chunk past its segment's)
+    /// are damage too, so salvage never decodes more than the files declare;
+    /// their sizes count against [`DecodeLimits::max_output_bytes`] as in
+    /// [`Archive::open`].
     pub fn scan(data: &'a [u8], limits: DecodeLimits) -> Result<(Self, Vec<DecodeError>), DecodeError> {
         check_header(data)?;
         let mut files: Vec<FileInfo> = Vec::new();
@@ -275,6 +279,8 @@ impl<'a> Archive<'a> {
         // Segments and chunks still expected for the last file; `skipping` while
         // a damaged FILE or SEGMENT record left the structure unknown.
         let (mut segs_left, mut chunks_left, mut skipping) = (0u64, 0u64, false);
+        // Bytes of the current segment not yet claimed by a chunk, and of all files.
+        let (mut seg_left, mut output_total) = (0u64, 0u64);
         let mut pos = HEADER_LEN;
         while pos < data.len() {
             let loc = Location {
@@ -304,6 +310,16 @@ impl<'a> Archive<'a> {
             match head.kind {
                 RecordKind::File => match body.and_then(FileRecord::parse) {
                     Ok(f) => {
+                        // As in `open`: the files' sizes bound what salvage can rebuild.
+                        output_total = output_total.saturating_add(f.size);
+                        if output_total > limits.max_output_bytes {
+                            return Err(DecodeError::new(FormatError::LimitExceeded {
+                                limit: "output bytes",
+                                requested: output_total,
+                                allowed: limits.max_output_bytes,
+                            })
+                            .at(&loc));
+                        }
                         segs_left = f.segments;
                         chunks_left = 0;
                         skipping = false;
@@ -322,8 +338,20 @@ impl<'a> Archive<'a> {
                 RecordKind::Segment if !skipping => match (body.and_then(SegmentRecord::parse), files.last_mut()) {
                     (Ok(sr), Some(file)) if segs_left > 0 && chunks_left == 0 => {
                         let file_offset = file.segments.last().map(|p| p.file_offset + p.len).unwrap_or(0);
+                        if file_offset.checked_add(sr.len).is_none_or(|end| end > file.size) {
+                            damage.push(
+                                DecodeError::new(FormatError::Invalid {
+                                    what: "segment length (beyond its file)",
+                                })
+                                .at(&loc),
+                            );
+                            skipping = true;
+                            pos += head.total_len();
+                            continue;
+                        }
                         segs_left -= 1;
                         chunks_left = sr.chunks;
+                        seg_left = sr.len;
                         file.segments.push(SegmentInfo {
                             name: sr.name,
                             kind: sr.kind,
@@ -345,17 +373,30 @@ impl<'a> Archive<'a> {
                     let seg = files.last_mut().and_then(|f| f.segments.last_mut());
                     if let Some(seg) = seg {
                         chunks_left -= 1;
-                        let decoded_len = match body.and_then(ChunkRecord::parse) {
-                            Ok(c) => c.decoded_len,
+                        let chunk_loc = Location {
+                            segment: Some(seg.name.clone()),
+                            chunk: Some(seg.chunks.len() as u64),
+                            ..loc.clone()
+                        };
+                        // A chunk that does not fit what is left of its segment is
+                        // damage too: listed with an unknown length, never decoded.
+                        let decoded_len = match body.and_then(ChunkRecord::parse).and_then(|c| {
+                            if c.decoded_len > seg_left {
+                                return Err(FormatError::LengthMismatch {
+                                    what: "chunk lengths (do not add up to the segment's)",
+                                    expected: seg_left,
+                                    found: c.decoded_len,
+                                });
+                            }
+                            Ok(c.decoded_len)
+                        }) {
+                            Ok(len) => len,
                             Err(e) => {
-                                damage.push(DecodeError::new(e).at(&Location {
-                                    segment: Some(seg.name.clone()),
-                                    chunk: Some(seg.chunks.len() as u64),
-                                    ..loc.clone()
-                                }));
+                                damage.push(DecodeError::new(e).at(&chunk_loc));
                                 0
                             }
                         };
+                        seg_left -= decoded_len;
                         seg.chunks.push(ChunkInfo {
                             offset: pos as u64,
                             record_len: head.total_len() as u64,
@@ -413,6 +454,18 @@ impl<'a> Archive<'a> {
             chunk: Some(index as u64),
         };
         let body = self.chunk_body(c).map_err(|e| e.at(&loc))?;
+        // Refuse a chunk declaring another length before decoding it (a salvaged
+        // archive lists lengths that were not checked against the index).
+        if let Ok(header) = ChunkRecord::parse(body) {
+            if header.decoded_len != c.decoded_len {
+                return Err(DecodeError::new(FormatError::LengthMismatch {
+                    what: "chunk length (against the index)",
+                    expected: c.decoded_len,
+                    found: header.decoded_len,
+                })
+                .at(&loc));
+            }
+        }
         let out = decode_chunk(body, &self.limits.program).map_err(|e| DecodeError::new(e).at(&loc))?;
         if out.len() as u64 != c.decoded_len {
             return Err(DecodeError::new(FormatError::LengthMismatch {
@@ -425,8 +478,25 @@ impl<'a> Archive<'a> {
         Ok(out)
     }
 
-    /// Decodes one segment (a tensor's raw bytes), checking each chunk.
+    /// Decodes one segment (a tensor's raw bytes), checking each chunk and,
+    /// before decoding any, that the chunks' lengths add up to the segment's.
     pub fn read_segment(&self, file: &FileInfo, seg: &SegmentInfo) -> Result<Vec<u8>, DecodeError> {
+        let listed = seg
+            .chunks
+            .iter()
+            .try_fold(0u64, |acc, c| acc.checked_add(c.decoded_len));
+        if listed != Some(seg.len) {
+            return Err(DecodeError::new(FormatError::LengthMismatch {
+                what: "chunk lengths (do not add up to the segment's)",
+                expected: seg.len,
+                found: listed.unwrap_or(u64::MAX),
+            })
+            .at(&Location {
+                file: Some(file.path.clone()),
+                segment: Some(seg.name.clone()),
+                ..Location::default()
+            }));
+        }
         let mut out = Vec::with_capacity(
             usize::try_from(seg.len)
                 .unwrap_or(0)
@@ -438,8 +508,22 @@ impl<'a> Archive<'a> {
         Ok(out)
     }
 
-    /// Decodes a whole file and checks its SHA-256.
+    /// Decodes a whole file and checks its size and SHA-256. An archive opened
+    /// with [`Archive::scan`] may list segments that do not add up to the file's
+    /// size (a damaged record); that is refused before anything is decoded.
     pub fn read_file(&self, file: &FileInfo) -> Result<Vec<u8>, DecodeError> {
+        let listed = file.segments.iter().try_fold(0u64, |acc, s| acc.checked_add(s.len));
+        if listed != Some(file.size) {
+            return Err(DecodeError::new(FormatError::LengthMismatch {
+                what: "file size (segments do not add up)",
+                expected: file.size,
+                found: listed.unwrap_or(u64::MAX),
+            })
+            .at(&Location {
+                file: Some(file.path.clone()),
+                ..Location::default()
+            }));
+        }
         let mut out = Vec::with_capacity(
             usize::try_from(file.size)
                 .unwrap_or(0)

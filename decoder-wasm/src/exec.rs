@@ -44,7 +44,9 @@ pub fn eval(node: &Node) -> Result<Stream> {
             let c = eval(child)?;
             let width = c.width();
             let words = c.into_words();
-            let times = to_usize(*times)?;
+            // An empty child repeats to nothing. The type bounds `len × times`,
+            // not `times` alone, so never loop `times` times over nothing.
+            let times = if words_empty(&words) { 0 } else { to_usize(*times)? };
             let out = with_words!(words, w => {
                 let mut v = Vec::with_capacity(w.len() * times);
                 for _ in 0..times {
@@ -159,6 +161,10 @@ fn append(out: &mut Words, part: Words) -> Result<()> {
     Ok(())
 }
 
+fn words_empty(w: &Words) -> bool {
+    with_words!(w, v => v.is_empty())
+}
+
 fn to_usize(v: u64) -> Result<usize> {
     usize::try_from(v).map_err(|_| FormatError::LimitExceeded {
         limit: "stream length",
@@ -213,4 +219,53 @@ pub fn decode_chunk(body: &[u8], limits: &Limits) -> Result<Vec<u8>> {
     let mut out = Vec::new();
     decode_chunk_into(body, limits, &mut out)?;
     Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use brevis_format::archive::chunk_checksum;
+    use brevis_format::program::parse;
+
+    /// A chunk body declaring `out`, with `program`.
+    fn chunk(out: &[u8], program: &[u8]) -> Vec<u8> {
+        ChunkRecord::body(out.len() as u64, chunk_checksum(out), 8, program)
+    }
+
+    /// Found by `cargo fuzz` (target `program`, minimized): `Repeat[0x4fffffff]`
+    /// of an empty zstd `Lit<b61×0>`. Its type is `b61[0]`, so no limit objects,
+    /// but evaluating it looped 1.3 billion times over nothing (a hang).
+    #[test]
+    fn repeating_an_empty_stream_is_immediate() {
+        let bytes = [0x03, 0xff, 0xff, 0xff, 0xff, 0x04, 0x00, 0x3d, 0x00, 0x04, 0x00];
+        let node = parse(&bytes, &Limits::default()).unwrap();
+        let s = eval(&node).unwrap();
+        assert_eq!((s.width(), s.len()), (61, 0));
+        // The same inside a chunk: Concat(Repeat[2^40](Lit<b8×0>), Const<b8×3>(7)).
+        let program = [
+            0x02, 0x02, 0x03, 0x80, 0x80, 0x80, 0x80, 0x80, 0x20, 0x00, 0x08, 0x00, 0x00, 0x00, 0x01, 0x08, 0x03, 0x07,
+        ];
+        assert_eq!(
+            decode_chunk(&chunk(&[7; 3], &program), &Limits::default()),
+            Ok(alloc::vec![7; 3])
+        );
+    }
+
+    /// Found by `cargo fuzz` (target `program`): an `Interleave` of empty
+    /// children sliced its empty output at the column index and panicked.
+    #[test]
+    fn interleaving_empty_columns_yields_nothing() {
+        let bytes = [0x07, 0x02, 0x00, 0x08, 0x00, 0x00, 0x00, 0x00, 0x08, 0x00, 0x00, 0x00];
+        let node = parse(&bytes, &Limits::default()).unwrap();
+        let s = eval(&node).unwrap();
+        assert_eq!((s.width(), s.len()), (8, 0));
+        // Inside a chunk: Concat(Interleave(Lit<b8×0>, Lit<b8×0>), Const<b8×3>(7)).
+        let mut program = alloc::vec![0x02, 0x02];
+        program.extend_from_slice(&bytes);
+        program.extend_from_slice(&[0x01, 0x08, 0x03, 0x07]);
+        assert_eq!(
+            decode_chunk(&chunk(&[7; 3], &program), &Limits::default()),
+            Ok(alloc::vec![7; 3])
+        );
+    }
 }

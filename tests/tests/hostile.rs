@@ -431,3 +431,195 @@ fn record_larger_than_the_limit_is_refused_from_its_header() {
     );
     assert_eq!(e.location.offset, Some(HEADER_LEN as u64));
 }
+
+/// Found by `cargo fuzz` (target `structured`): a FILE record whose size
+/// disagrees with its segments. The stream and `Archive::open` refuse it, but
+/// an archive opened for salvage (`Archive::scan`) handed out the file from
+/// `read_file` as intact: its SHA-256 matched, its size did not.
+#[test]
+fn salvage_checks_file_sizes_as_well_as_hashes() {
+    let data = [1u8; 4];
+    let lying = FileRecord {
+        path: "f".into(),
+        size: 8,
+        sha256: Sha256::digest(data).into(),
+        segments: 1,
+    };
+    let a = build(&[
+        (RecordKind::File, lying.body()),
+        opaque_seg(4, 1),
+        chunk_rec(
+            &data,
+            &Node::Const {
+                width: 8,
+                count: 4,
+                value: 1,
+            },
+        ),
+    ]);
+    let e = decode_all(&a, &DecodeLimits::default()).unwrap_err();
+    assert!(matches!(e.error, FormatError::LengthMismatch { .. }), "{e}");
+    assert!(Archive::open(&a, DecodeLimits::default()).is_err());
+    let (ar, damage) = Archive::scan(&a, DecodeLimits::default()).unwrap();
+    assert!(damage.is_empty(), "{damage:?}");
+    let e = ar.read_file(&ar.files()[0]).unwrap_err();
+    assert!(
+        matches!(
+            e.error,
+            FormatError::LengthMismatch {
+                what: "file size (segments do not add up)",
+                expected: 8,
+                found: 4
+            }
+        ),
+        "{e}"
+    );
+    assert_eq!(e.kind(), ErrorKind::Corruption);
+    // Each chunk still decodes alone, for salvage to place it.
+    let f = &ar.files()[0];
+    assert_eq!(ar.read_chunk(f, &f.segments[0], 0).unwrap(), data);
+}
+
+/// Found by `cargo fuzz` (target `structured`, mutating the INDEX): an index
+/// entry giving a chunk 2^64 - 1 decoded bytes made `Archive::open` overflow
+/// while summing the segment's chunk lengths (a panic where overflow is checked,
+/// a wrapped sum elsewhere).
+#[test]
+fn index_chunk_lengths_beyond_a_chunk_are_refused() {
+    let data = [4u8; 20];
+    let half = Node::Const {
+        width: 8,
+        count: 10,
+        value: 4,
+    };
+    let recs = [
+        file_rec("f", &data, 1),
+        opaque_seg(20, 2),
+        chunk_rec(&data[..10], &half),
+        chunk_rec(&data[10..], &half),
+    ];
+    let mut a = header().to_vec();
+    let mut index = Vec::new();
+    for (k, b) in &recs {
+        let decoded_len = if *k == RecordKind::Chunk { 10 } else { 0 };
+        index.push(IndexEntry {
+            kind: *k,
+            offset: a.len() as u64,
+            decoded_len,
+        });
+        put_record(&mut a, *k, b);
+    }
+    index[2].decoded_len = u64::MAX;
+    let io = a.len() as u64;
+    put_record(&mut a, RecordKind::Index, &index_body(&index));
+    let total = a.len() as u64 + brevis_format::archive::END_LEN as u64;
+    put_record(&mut a, RecordKind::End, &end_body(io, total));
+    let refused = |e: brevis_decoder::DecodeError| {
+        assert!(
+            matches!(e.error, FormatError::Invalid { what } if what.starts_with("index chunk length")),
+            "{e}"
+        );
+        assert_eq!(e.kind(), ErrorKind::Corruption);
+    };
+    refused(
+        Archive::open(&a, DecodeLimits::default())
+            .err()
+            .expect("open must fail"),
+    );
+    refused(decode_all(&a, &DecodeLimits::default()).unwrap_err());
+}
+
+/// Found by `cargo fuzz` (target `structured`): salvage (`Archive::scan`)
+/// listed every chunk record that followed a segment, even past the segment's
+/// length, and every segment, even past its file's size, so `read_chunk` rebuilt
+/// more bytes than the files declare (42 from a 40-byte file). Such records
+/// are now reported as damage and never decoded.
+#[test]
+fn salvage_never_decodes_past_what_the_files_declare() {
+    let data = [6u8; 10];
+    let c = Node::Const {
+        width: 8,
+        count: 10,
+        value: 6,
+    };
+    // A segment of 10 bytes in 2 chunks of 10.
+    let a = build(&[
+        file_rec("f", &data, 1),
+        opaque_seg(10, 2),
+        chunk_rec(&data, &c),
+        chunk_rec(&data, &c),
+    ]);
+    assert!(decode_all(&a, &DecodeLimits::default()).is_err());
+    let (ar, damage) = Archive::scan(&a, DecodeLimits::default()).unwrap();
+    assert_eq!(damage.len(), 1, "{damage:?}");
+    assert!(
+        matches!(
+            damage[0].error,
+            FormatError::LengthMismatch {
+                what: "chunk lengths (do not add up to the segment's)",
+                expected: 0,
+                found: 10
+            }
+        ),
+        "{}",
+        damage[0]
+    );
+    assert_eq!(damage[0].location.chunk, Some(1));
+    let f = &ar.files()[0];
+    assert_eq!(ar.read_chunk(f, &f.segments[0], 0).unwrap(), data);
+    let e = ar.read_chunk(f, &f.segments[0], 1).unwrap_err();
+    assert!(
+        matches!(
+            e.error,
+            FormatError::LengthMismatch {
+                what: "chunk length (against the index)",
+                expected: 0,
+                found: 10
+            }
+        ),
+        "{e}"
+    );
+    assert_eq!(e.kind(), ErrorKind::Corruption);
+
+    // A file of 10 bytes in 2 segments of 10.
+    let a = build(&[
+        file_rec("f", &data, 2),
+        opaque_seg(10, 1),
+        chunk_rec(&data, &c),
+        opaque_seg(10, 1),
+        chunk_rec(&data, &c),
+    ]);
+    let (ar, damage) = Archive::scan(&a, DecodeLimits::default()).unwrap();
+    assert_eq!(damage.len(), 1, "{damage:?}");
+    assert!(
+        matches!(
+            damage[0].error,
+            FormatError::Invalid {
+                what: "segment length (beyond its file)"
+            }
+        ),
+        "{}",
+        damage[0]
+    );
+    let f = &ar.files()[0];
+    assert_eq!(f.segments.len(), 1);
+    assert_eq!(ar.read_file(f).unwrap(), data);
+
+    // Under an output cap, salvage refuses files past it, as `open` does.
+    let capped = DecodeLimits {
+        max_output_bytes: 5,
+        ..DecodeLimits::default()
+    };
+    let e = Archive::scan(&a, capped).err().expect("scan must refuse");
+    assert!(
+        matches!(
+            e.error,
+            FormatError::LimitExceeded {
+                limit: "output bytes",
+                ..
+            }
+        ),
+        "{e}"
+    );
+    assert_eq!(e.kind(), ErrorKind::Limit);
+}

@@ -474,7 +474,14 @@ pub fn parse_index(body: &[u8], index_offset: u64) -> Result<Vec<IndexEntry>> {
         })?;
         prev = offset;
         let decoded_len = if kind == RecordKind::Chunk {
-            r.varint("index chunk length")?
+            // What a CHUNK record may declare, so lengths summed from the index cannot overflow.
+            let len = r.varint("index chunk length")?;
+            if len == 0 || len > MAX_CHUNK_DECODED {
+                return Err(FormatError::Invalid {
+                    what: "index chunk length (must be 1..=16 MiB, as in the chunk)",
+                });
+            }
+            len
         } else {
             0
         };
@@ -607,5 +614,30 @@ mod tests {
         let b = index_body(&e);
         assert_eq!(parse_index(&b, 1000).unwrap(), e);
         assert!(parse_index(&b, 90).is_err());
+    }
+
+    /// Found by `cargo fuzz` (target `structured`): an index giving a chunk
+    /// 2^64 - 1 decoded bytes made `Archive::open` overflow summing a segment's
+    /// chunk lengths (a panic with overflow checks). A chunk entry's length is
+    /// now held to what a CHUNK record may declare.
+    #[test]
+    fn index_chunk_lengths_are_those_a_chunk_may_have() {
+        let entry = |decoded_len| IndexEntry {
+            kind: RecordKind::Chunk,
+            offset: 12,
+            decoded_len,
+        };
+        for len in [0, MAX_CHUNK_DECODED + 1, u64::MAX] {
+            assert_eq!(
+                parse_index(&index_body(&[entry(len)]), 1000),
+                Err(FormatError::Invalid {
+                    what: "index chunk length (must be 1..=16 MiB, as in the chunk)"
+                }),
+                "{len}"
+            );
+        }
+        for len in [1, MAX_CHUNK_DECODED] {
+            assert_eq!(parse_index(&index_body(&[entry(len)]), 1000).unwrap(), [entry(len)]);
+        }
     }
 }

@@ -16,7 +16,9 @@ use crate::stream::Word;
 pub fn apply<W: Word>(columns: &[&[W]], out: &mut [W]) {
     let k = columns.len();
     for (j, col) in columns.iter().enumerate() {
-        for (d, &v) in out[j..].iter_mut().step_by(k).zip(col.iter()) {
+        // `get_mut`, not `out[j..]`: with empty columns `out` is empty and `j` past its end.
+        let tail = out.get_mut(j..).unwrap_or_default();
+        for (d, &v) in tail.iter_mut().step_by(k).zip(col.iter()) {
             *d = v;
         }
     }
@@ -26,7 +28,7 @@ pub fn apply<W: Word>(columns: &[&[W]], out: &mut [W]) {
 /// multiple of `k`).
 pub fn split<W: Word>(target: &[W], k: usize) -> Vec<Vec<W>> {
     (0..k)
-        .map(|j| target[j..].iter().step_by(k).copied().collect())
+        .map(|j| target.get(j..).unwrap_or_default().iter().step_by(k).copied().collect())
         .collect()
 }
 
@@ -43,5 +45,13 @@ mod tests {
         let mut out = alloc::vec![0u8; 60];
         apply(&refs, &mut out);
         assert_eq!(out, t);
+    }
+
+    /// Found by `cargo fuzz`: empty columns used to panic (`out[j..]` past the end).
+    #[test]
+    fn empty_columns_are_empty() {
+        let mut out: [u16; 0] = [];
+        apply(&[&[], &[], &[]], &mut out);
+        assert_eq!(split::<u16>(&[], 3), [[], [], []]);
     }
 }
