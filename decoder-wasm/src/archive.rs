@@ -481,27 +481,18 @@ impl<'a> Archive<'a> {
     /// Decodes one segment (a tensor's raw bytes), checking each chunk and,
     /// before decoding any, that the chunks' lengths add up to the segment's.
     pub fn read_segment(&self, file: &FileInfo, seg: &SegmentInfo) -> Result<Vec<u8>, DecodeError> {
-        let listed = seg
-            .chunks
-            .iter()
-            .try_fold(0u64, |acc, c| acc.checked_add(c.decoded_len));
-        if listed != Some(seg.len) {
-            return Err(DecodeError::new(FormatError::LengthMismatch {
-                what: "chunk lengths (do not add up to the segment's)",
-                expected: seg.len,
-                found: listed.unwrap_or(u64::MAX),
-            })
-            .at(&Location {
-                file: Some(file.path.clone()),
-                segment: Some(seg.name.clone()),
-                ..Location::default()
-            }));
-        }
-        let mut out = Vec::with_capacity(
-            usize::try_from(seg.len)
-                .unwrap_or(0)
-                .min(self.data.len().saturating_mul(64)),
-        );
+        let loc = Location {
+            file: Some(file.path.clone()),
+            segment: Some(seg.name.clone()),
+            ..Location::default()
+        };
+        check_sum(
+            seg.chunks.iter().map(|c| c.decoded_len),
+            seg.len,
+            "chunk lengths (do not add up to the segment's)",
+            loc,
+        )?;
+        let mut out = Vec::with_capacity(self.reserve(seg.len));
         for i in 0..seg.chunks.len() {
             out.extend_from_slice(&self.read_chunk(file, seg, i)?);
         }
@@ -512,23 +503,17 @@ impl<'a> Archive<'a> {
     /// with [`Archive::scan`] may list segments that do not add up to the file's
     /// size (a damaged record); that is refused before anything is decoded.
     pub fn read_file(&self, file: &FileInfo) -> Result<Vec<u8>, DecodeError> {
-        let listed = file.segments.iter().try_fold(0u64, |acc, s| acc.checked_add(s.len));
-        if listed != Some(file.size) {
-            return Err(DecodeError::new(FormatError::LengthMismatch {
-                what: "file size (segments do not add up)",
-                expected: file.size,
-                found: listed.unwrap_or(u64::MAX),
-            })
-            .at(&Location {
-                file: Some(file.path.clone()),
-                ..Location::default()
-            }));
-        }
-        let mut out = Vec::with_capacity(
-            usize::try_from(file.size)
-                .unwrap_or(0)
-                .min(self.data.len().saturating_mul(64)),
-        );
+        let loc = Location {
+            file: Some(file.path.clone()),
+            ..Location::default()
+        };
+        check_sum(
+            file.segments.iter().map(|s| s.len),
+            file.size,
+            "file size (segments do not add up)",
+            loc,
+        )?;
+        let mut out = Vec::with_capacity(self.reserve(file.size));
         for seg in &file.segments {
             out.extend_from_slice(&self.read_segment(file, seg)?);
         }
@@ -546,6 +531,36 @@ impl<'a> Archive<'a> {
         }
         Ok(out)
     }
+}
+
+impl Archive<'_> {
+    /// Bytes to reserve for `declared` bytes of output: never more than this
+    /// archive could plausibly produce, whatever a hostile record declares.
+    fn reserve(&self, declared: u64) -> usize {
+        usize::try_from(declared)
+            .unwrap_or(0)
+            .min(self.data.len().saturating_mul(64))
+    }
+}
+
+/// Checks that `parts` add up to `expected` (with checked arithmetic: an
+/// archive opened by `scan` can list anything).
+fn check_sum(
+    mut parts: impl Iterator<Item = u64>,
+    expected: u64,
+    what: &'static str,
+    loc: Location,
+) -> Result<(), DecodeError> {
+    let listed = parts.try_fold(0u64, |acc, p| acc.checked_add(p));
+    if listed == Some(expected) {
+        return Ok(());
+    }
+    Err(DecodeError::new(FormatError::LengthMismatch {
+        what,
+        expected,
+        found: listed.unwrap_or(u64::MAX),
+    })
+    .at(&loc))
 }
 
 /// When exactly one chunk of a segment lost its header, its length is what the

@@ -1,9 +1,9 @@
 //! Bad inputs to the encoder: each gives a clear error or a correct archive, never a panic.
 
-use brevis_decoder::{decode_all, DecodeLimits};
 use brevis_encoder::containers::{plan, Container};
 use brevis_encoder::synth::CandidateSearch;
 use brevis_encoder::{compress_files, CompressOptions, InputFile};
+use brevis_tests::round_trip;
 
 fn st(header: &str, data_len: usize) -> Vec<u8> {
     let mut v = (header.len() as u64).to_le_bytes().to_vec();
@@ -61,29 +61,6 @@ fn malformed_safetensors_are_refused_with_the_reason() {
     }
 }
 
-fn round_trip(files: &[(&str, &[u8])]) {
-    let inputs: Vec<InputFile<'_>> = files
-        .iter()
-        .map(|(p, d)| InputFile {
-            archive_path: p.to_string(),
-            data: d,
-        })
-        .collect();
-    let (archive, _, _) = compress_files(
-        Vec::new(),
-        &inputs,
-        &CandidateSearch::default(),
-        &CompressOptions::default(),
-        &|_| {},
-    )
-    .unwrap();
-    let back = decode_all(&archive, &DecodeLimits::default()).unwrap();
-    assert_eq!(back.len(), files.len());
-    for (f, (p, d)) in back.iter().zip(files) {
-        assert_eq!((f.path.as_str(), f.data.as_slice()), (*p, *d));
-    }
-}
-
 #[test]
 fn empty_files_zero_byte_tensors_and_truncated_containers_round_trip() {
     let zero_tensor = st(
@@ -133,7 +110,7 @@ impl std::io::Write for FullDisk {
 
 #[test]
 fn a_full_disk_is_reported_as_such() {
-    let data = include_bytes!("../assets/silero_vad_16k.safetensors");
+    let data = include_bytes!("../../encoder/assets/silero_vad_16k.safetensors");
     let inputs = [InputFile {
         archive_path: "m.safetensors".into(),
         data,
