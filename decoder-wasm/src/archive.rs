@@ -1,6 +1,7 @@
 //! Whole archives in memory: decode everything ([`decode_all`]), or open the
 //! index ([`Archive::open`]) and decode one file or one tensor alone.
 
+use alloc::borrow::Cow;
 use alloc::string::String;
 use alloc::vec::Vec;
 
@@ -113,7 +114,7 @@ pub struct FileInfo {
 /// An archive opened through its index, for random access.
 pub struct Archive<'a> {
     data: &'a [u8],
-    files: Vec<FileInfo>,
+    files: Cow<'a, [FileInfo]>,
     limits: DecodeLimits,
 }
 
@@ -259,7 +260,11 @@ impl<'a> Archive<'a> {
                 }));
             }
         }
-        Ok(Archive { data, files, limits })
+        Ok(Archive {
+            data,
+            files: Cow::Owned(files),
+            limits,
+        })
     }
 
     /// Opens a damaged archive for salvage: walks the records from the header
@@ -412,12 +417,38 @@ impl<'a> Archive<'a> {
             }
             pos += head.total_len();
         }
-        Ok((Archive { data, files, limits }, damage))
+        Ok((
+            Archive {
+                data,
+                files: Cow::Owned(files),
+                limits,
+            },
+            damage,
+        ))
     }
 
     /// The files, in archive order.
     pub fn files(&self) -> &[FileInfo] {
         &self.files
+    }
+
+    /// The index, to keep after the archive is dropped: with the same bytes,
+    /// [`Archive::with_index`] reopens the archive without reading it again.
+    pub fn into_files(self) -> Vec<FileInfo> {
+        self.files.into_owned()
+    }
+
+    /// Reattaches an index read by [`Archive::open`] (or [`Archive::scan`]) to
+    /// the same bytes, at no cost. Nothing is trusted more than before: every
+    /// chunk is still checked when it is decoded, and files against their
+    /// SHA-256. Bytes other than those the index was read from only make
+    /// reads fail their checks.
+    pub fn with_index(data: &'a [u8], files: &'a [FileInfo], limits: DecodeLimits) -> Self {
+        Archive {
+            data,
+            files: Cow::Borrowed(files),
+            limits,
+        }
     }
 
     /// The first tensor (or opaque segment) named `name`, with its file.

@@ -17,8 +17,13 @@
 //!
 //! ## Features
 //! - `std` (default): `std::error::Error` for errors and `std::io` helpers.
+//! - `wasm`: the wasm-bindgen bindings under [`wasm`] that the npm package
+//!   `brevis-decoder` is built on (`scripts/build-npm.sh`).
 #![no_std]
-#![forbid(unsafe_code)]
+// `forbid` unless the wasm bindings are built: wasm-bindgen's generated glue
+// needs `unsafe`, allowed in that one module only.
+#![cfg_attr(not(feature = "wasm"), forbid(unsafe_code))]
+#![cfg_attr(feature = "wasm", deny(unsafe_code))]
 #![warn(missing_docs)]
 
 extern crate alloc;
@@ -29,6 +34,9 @@ mod archive;
 mod error;
 pub mod exec;
 mod stream;
+#[cfg(feature = "wasm")]
+#[allow(unsafe_code)]
+pub mod wasm;
 
 pub use archive::{decode_all, Archive, ChunkInfo, DecodedFile, FileInfo, SegmentInfo};
 pub use brevis_format as format;

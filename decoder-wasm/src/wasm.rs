@@ -1,0 +1,418 @@
+//! JavaScript bindings (feature `wasm`), the low layer of the npm package
+//! `brevis-decoder` (npm/brevis-decoder). The package's own JavaScript shapes
+//! these into platform APIs (promises, `TransformStream`, async iterators);
+//! nothing here is meant to be called by users directly.
+//!
+//! Three handles, all over the same decoder as the native code:
+//! - [`StreamHandle`]: the push decoder — push compressed bytes, pull one event
+//!   at a time and read its fields; decoded bytes move to JavaScript in one copy
+//!   (a fresh `Uint8Array`, or straight into a caller's buffer).
+//! - [`ArchiveHandle`]: a whole archive held in wasm memory, opened through its
+//!   index, read chunk by chunk in any order (the transformers.js adapter serves
+//!   files from it with their sizes known up front).
+//! - [`decode_all`]: one call that decodes every file (the raw baseline the
+//!   package's stream API is benchmarked against).
+//!
+//! Errors become JavaScript `Error`s named `BrevisError` with `code`
+//! (`truncated`, `corrupt`, `limit`, `unsupported`), `offset`, `file`,
+//! `segment` and `chunk` properties where known.
+//!
+//! wasm-bindgen's generated glue is the only `unsafe` in the crate; this module
+//! itself writes none (the crate denies it everywhere else).
+
+use alloc::format;
+use alloc::string::{String, ToString};
+use alloc::vec::Vec;
+
+use brevis_format::archive::SegmentKind;
+use brevis_format::FormatError;
+use js_sys::{Array, Object, Reflect, Uint8Array};
+use sha2::{Digest, Sha256};
+use wasm_bindgen::prelude::*;
+
+use crate::archive::FileInfo;
+use crate::{decode_all as decode_all_native, Archive, DecodeError, DecodeLimits, ErrorKind, Event, StreamDecoder};
+
+/// Limits from a JavaScript output cap: any non-finite or negative value
+/// (`Infinity`, `NaN`, `-1`) means no cap.
+fn limits(max_output_bytes: f64) -> DecodeLimits {
+    let cap = if max_output_bytes.is_finite() && max_output_bytes >= 0.0 {
+        max_output_bytes as u64
+    } else {
+        u64::MAX
+    };
+    DecodeLimits {
+        max_output_bytes: cap,
+        ..DecodeLimits::default()
+    }
+}
+
+fn set(obj: &Object, key: &str, value: JsValue) {
+    // Setting a property on a fresh plain object cannot fail.
+    let _ = Reflect::set(obj, &JsValue::from_str(key), &value);
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// A decoder error as a JavaScript `Error` carrying where it happened.
+fn js_error(e: &DecodeError) -> JsValue {
+    let err = js_sys::Error::new(&e.to_string());
+    err.set_name("BrevisError");
+    let code = match e.kind() {
+        ErrorKind::InsufficientData => "truncated",
+        ErrorKind::Limit => "limit",
+        ErrorKind::Compatibility => "unsupported",
+        _ => "corrupt",
+    };
+    let obj: &Object = err.as_ref();
+    set(obj, "code", JsValue::from_str(code));
+    let l = &e.location;
+    if let Some(o) = l.offset {
+        set(obj, "offset", JsValue::from_f64(o as f64));
+    }
+    if let Some(f) = &l.file {
+        set(obj, "file", JsValue::from_str(f));
+    }
+    if let Some(s) = &l.segment {
+        set(obj, "segment", JsValue::from_str(s));
+    }
+    if let Some(c) = l.chunk {
+        set(obj, "chunk", JsValue::from_f64(c as f64));
+    }
+    err.into()
+}
+
+fn dtype_of(kind: &SegmentKind) -> Option<String> {
+    match kind {
+        SegmentKind::Tensor { dtype, .. } => Some(dtype.name().to_string()),
+        _ => None,
+    }
+}
+
+fn shape_of(kind: &SegmentKind) -> Option<Vec<f64>> {
+    match kind {
+        SegmentKind::Tensor { shape, .. } => Some(shape.iter().map(|&d| d as f64).collect()),
+        _ => None,
+    }
+}
+
+/// Event codes returned by [`StreamHandle::next_event`].
+const NEED_INPUT: u32 = 0;
+const FILE_START: u32 = 1;
+const SEGMENT_START: u32 = 2;
+const DATA: u32 = 3;
+const SEGMENT_END: u32 = 4;
+const FILE_END: u32 = 5;
+const END: u32 = 6;
+
+/// The push decoder for JavaScript: push bytes, then call [`StreamHandle::next_event`]
+/// until it returns 0 (needs more input); the getters describe the event just
+/// returned.
+#[wasm_bindgen]
+pub struct StreamHandle {
+    decoder: StreamDecoder,
+    event: Option<Event>,
+}
+
+#[wasm_bindgen]
+impl StreamHandle {
+    /// A decoder that refuses to produce more than `max_output_bytes` in all
+    /// (non-finite or negative: no cap).
+    #[wasm_bindgen(constructor)]
+    pub fn new(max_output_bytes: f64) -> StreamHandle {
+        StreamHandle {
+            decoder: StreamDecoder::new(limits(max_output_bytes)),
+            event: None,
+        }
+    }
+
+    /// Appends compressed bytes.
+    pub fn push(&mut self, input: &[u8]) {
+        self.decoder.push(input);
+    }
+
+    /// Compressed bytes pushed and not yet consumed.
+    pub fn buffered(&self) -> f64 {
+        self.decoder.buffered() as f64
+    }
+
+    /// Decodes up to the next event and returns its code: 0 more input needed,
+    /// 1 file start, 2 segment start, 3 data, 4 segment end, 5 file end (SHA-256
+    /// verified), 6 end of archive (everything verified). Throws a `BrevisError`.
+    pub fn next_event(&mut self) -> Result<u32, JsValue> {
+        self.event = self.decoder.next_event().map_err(|e| js_error(&e))?;
+        Ok(match &self.event {
+            None => NEED_INPUT,
+            Some(Event::FileStart { .. }) => FILE_START,
+            Some(Event::SegmentStart { .. }) => SEGMENT_START,
+            Some(Event::Data(_)) => DATA,
+            Some(Event::SegmentEnd) => SEGMENT_END,
+            Some(Event::FileEnd { .. }) => FILE_END,
+            Some(Event::End) => END,
+        })
+    }
+
+    /// Call when the input has ended: throws unless the archive was complete.
+    pub fn finish(&self) -> Result<(), JsValue> {
+        self.decoder.finish().map_err(|e| js_error(&e))
+    }
+
+    /// The file's path (file start, file end).
+    pub fn path(&self) -> Option<String> {
+        match &self.event {
+            Some(Event::FileStart { path, .. } | Event::FileEnd { path, .. }) => Some(path.clone()),
+            _ => None,
+        }
+    }
+
+    /// Bytes: of the file (file start), of the segment (segment start), of the
+    /// decoded piece (data); 0 otherwise.
+    pub fn size(&self) -> f64 {
+        match &self.event {
+            Some(Event::FileStart { size, .. }) => *size as f64,
+            Some(Event::SegmentStart { len, .. }) => *len as f64,
+            Some(Event::Data(d)) => d.len() as f64,
+            _ => 0.0,
+        }
+    }
+
+    /// The segment's name (segment start).
+    pub fn name(&self) -> Option<String> {
+        match &self.event {
+            Some(Event::SegmentStart { name, .. }) => Some(name.clone()),
+            _ => None,
+        }
+    }
+
+    /// The tensor's dtype, by its safetensors name (segment start of a tensor).
+    pub fn dtype(&self) -> Option<String> {
+        match &self.event {
+            Some(Event::SegmentStart { kind, .. }) => dtype_of(kind),
+            _ => None,
+        }
+    }
+
+    /// The tensor's shape (segment start of a tensor).
+    pub fn shape(&self) -> Option<Vec<f64>> {
+        match &self.event {
+            Some(Event::SegmentStart { kind, .. }) => shape_of(kind),
+            _ => None,
+        }
+    }
+
+    /// The verified SHA-256 in hex (file end).
+    pub fn sha256(&self) -> Option<String> {
+        match &self.event {
+            Some(Event::FileEnd { sha256, .. }) => Some(hex(sha256)),
+            _ => None,
+        }
+    }
+
+    /// Moves the decoded piece out as a new `Uint8Array` (data; once).
+    pub fn take_data(&mut self) -> Option<Vec<u8>> {
+        match self.event.take() {
+            Some(Event::Data(d)) => Some(d),
+            other => {
+                self.event = other;
+                None
+            }
+        }
+    }
+
+    /// Copies the decoded piece into `dst` at `offset` without an intermediate
+    /// buffer (data). Throws when it does not fit.
+    pub fn copy_data_to(&self, dst: &Uint8Array, offset: u32) -> Result<(), JsValue> {
+        match &self.event {
+            Some(Event::Data(d)) => copy_into(d, dst, offset),
+            _ => Err(js_sys::Error::new("no decoded data to copy").into()),
+        }
+    }
+}
+
+fn copy_into(data: &[u8], dst: &Uint8Array, offset: u32) -> Result<(), JsValue> {
+    let end = u64::from(offset) + data.len() as u64;
+    if end > u64::from(dst.length()) {
+        return Err(js_sys::Error::new("destination too small for the decoded data").into());
+    }
+    dst.subarray(offset, end as u32).copy_from(data);
+    Ok(())
+}
+
+/// Decodes every file of a whole archive: an array of `{ path, size, sha256,
+/// bytes }`. Throws a `BrevisError`.
+#[wasm_bindgen]
+pub fn decode_all(archive: &[u8], max_output_bytes: f64) -> Result<Array, JsValue> {
+    let files = decode_all_native(archive, &limits(max_output_bytes)).map_err(|e| js_error(&e))?;
+    let out = Array::new();
+    for f in files {
+        let obj = Object::new();
+        set(&obj, "path", JsValue::from_str(&f.path));
+        set(&obj, "size", JsValue::from_f64(f.data.len() as f64));
+        set(&obj, "sha256", JsValue::from_str(&hex(&f.sha256)));
+        set(&obj, "bytes", Uint8Array::from(f.data.as_slice()).into());
+        out.push(&obj);
+    }
+    Ok(out)
+}
+
+/// A whole archive in wasm memory, opened through its index, for reading files
+/// chunk by chunk in any order.
+#[wasm_bindgen]
+pub struct ArchiveHandle {
+    data: Vec<u8>,
+    files: Vec<FileInfo>,
+    limits: DecodeLimits,
+}
+
+impl ArchiveHandle {
+    fn archive(&self) -> Archive<'_> {
+        Archive::with_index(&self.data, &self.files, self.limits)
+    }
+
+    fn file(&self, file: u32) -> Result<&FileInfo, JsValue> {
+        self.files
+            .get(file as usize)
+            .ok_or_else(|| js_sys::Error::new("no such file in the archive").into())
+    }
+}
+
+#[wasm_bindgen]
+impl ArchiveHandle {
+    /// Opens `bytes` (copied into wasm memory) through its index; throws a
+    /// `BrevisError` when the index, the end record or any file or segment
+    /// record is damaged.
+    #[wasm_bindgen(constructor)]
+    pub fn new(bytes: Vec<u8>, max_output_bytes: f64) -> Result<ArchiveHandle, JsValue> {
+        let limits = limits(max_output_bytes);
+        let files = Archive::open(&bytes, limits).map_err(|e| js_error(&e))?.into_files();
+        Ok(ArchiveHandle {
+            data: bytes,
+            files,
+            limits,
+        })
+    }
+
+    /// The files: an array of `{ path, size, sha256, segments: [{ name, dtype,
+    /// shape, size, offset, chunks }] }` (dtype and shape `null` for opaque
+    /// segments; `offset` within the file; `chunks` how many).
+    pub fn files(&self) -> Array {
+        let out = Array::new();
+        for f in &self.files {
+            let obj = Object::new();
+            set(&obj, "path", JsValue::from_str(&f.path));
+            set(&obj, "size", JsValue::from_f64(f.size as f64));
+            set(&obj, "sha256", JsValue::from_str(&hex(&f.sha256)));
+            let segs = Array::new();
+            for s in &f.segments {
+                let seg = Object::new();
+                set(&seg, "name", JsValue::from_str(&s.name));
+                set(
+                    &seg,
+                    "dtype",
+                    dtype_of(&s.kind).map_or(JsValue::NULL, |d| JsValue::from_str(&d)),
+                );
+                let shape = shape_of(&s.kind).map_or(JsValue::NULL, |dims| {
+                    dims.iter().map(|&d| JsValue::from_f64(d)).collect::<Array>().into()
+                });
+                set(&seg, "shape", shape);
+                set(&seg, "size", JsValue::from_f64(s.len as f64));
+                set(&seg, "offset", JsValue::from_f64(s.file_offset as f64));
+                set(&seg, "chunks", JsValue::from_f64(s.chunks.len() as f64));
+                segs.push(&seg);
+            }
+            set(&obj, "segments", segs.into());
+            out.push(&obj);
+        }
+        out
+    }
+
+    /// Decodes chunk `chunk` of segment `segment` of file `file` (indices into
+    /// [`ArchiveHandle::files`]), checked against its checksum and the index.
+    pub fn read_chunk(&self, file: u32, segment: u32, chunk: u32) -> Result<Vec<u8>, JsValue> {
+        let f = self.file(file)?;
+        let s = f
+            .segments
+            .get(segment as usize)
+            .ok_or_else(|| JsValue::from(js_sys::Error::new("no such segment in the file")))?;
+        self.archive()
+            .read_chunk(f, s, chunk as usize)
+            .map_err(|e| js_error(&e))
+    }
+
+    /// [`ArchiveHandle::read_chunk`], also adding the bytes to `hasher` (so a
+    /// file streamed chunk by chunk can be checked with
+    /// [`ArchiveHandle::verify_file`] without copying it back into wasm).
+    pub fn read_chunk_hashed(
+        &self,
+        file: u32,
+        segment: u32,
+        chunk: u32,
+        hasher: &mut Sha256Hasher,
+    ) -> Result<Vec<u8>, JsValue> {
+        let out = self.read_chunk(file, segment, chunk)?;
+        hasher.inner.update(&out);
+        Ok(out)
+    }
+
+    /// Throws a `BrevisError` unless `hasher` (fed every chunk of file `file`,
+    /// in order) gives the file's SHA-256. The hasher starts over.
+    pub fn verify_file(&self, file: u32, hasher: &mut Sha256Hasher) -> Result<(), JsValue> {
+        let f = self.file(file)?;
+        let digest: [u8; 32] = core::mem::take(&mut hasher.inner).finalize().into();
+        if digest == f.sha256 {
+            return Ok(());
+        }
+        let e = DecodeError {
+            error: FormatError::Checksum {
+                what: "file SHA-256",
+                stored: u64::from_be_bytes(f.sha256[..8].try_into().unwrap_or([0; 8])),
+                computed: u64::from_be_bytes(digest[..8].try_into().unwrap_or([0; 8])),
+            },
+            location: crate::Location {
+                file: Some(f.path.clone()),
+                ..Default::default()
+            },
+        };
+        Err(js_error(&e))
+    }
+
+    /// Decodes a whole file, its size and SHA-256 checked.
+    pub fn read_file(&self, file: u32) -> Result<Vec<u8>, JsValue> {
+        let f = self.file(file)?;
+        self.archive().read_file(f).map_err(|e| js_error(&e))
+    }
+}
+
+/// Incremental SHA-256 for files read chunk by chunk from an [`ArchiveHandle`]
+/// (see [`ArchiveHandle::read_chunk_hashed`]).
+#[wasm_bindgen]
+pub struct Sha256Hasher {
+    inner: Sha256,
+}
+
+impl Default for Sha256Hasher {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+#[wasm_bindgen]
+impl Sha256Hasher {
+    /// A fresh hasher.
+    #[wasm_bindgen(constructor)]
+    pub fn new() -> Sha256Hasher {
+        Sha256Hasher { inner: Sha256::new() }
+    }
+
+    /// Adds bytes.
+    pub fn update(&mut self, bytes: &[u8]) {
+        self.inner.update(bytes);
+    }
+
+    /// The digest in hex; the hasher starts over.
+    pub fn finish_hex(&mut self) -> String {
+        hex(&core::mem::take(&mut self.inner).finalize())
+    }
+}

@@ -1,0 +1,71 @@
+#!/usr/bin/env bash
+# Builds the npm package brevis-decoder and packs it:
+#
+#   scripts/build-npm.sh            -> npm/dist/brevis-decoder-<version>.tgz
+#
+# 1. installs what is missing, from the registries only: the wasm32 target
+#    (rustup), wasm-bindgen-cli at exactly the version in Cargo.lock and
+#    wasm-pack (cargo install, skipped when present: ~7 min each), and
+#    binaryen's wasm-opt (npm, compiled to JS/wasm);
+# 2. wasm-pack builds decoder-wasm (feature `wasm`) with +simd128 into
+#    npm/brevis-decoder/wasm (its own target dir: target/wasm, so RUSTFLAGS
+#    never invalidate the native build);
+# 3. wasm-opt -O3 shrinks and speeds the module;
+# 4. npm pack writes the tarball the tests install.
+#
+# Env: BREVIS_NPM_OPT=0 skips wasm-opt (faster iteration).
+set -euo pipefail
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+cd "$ROOT"
+PKG=npm/brevis-decoder
+log() { printf '[build-npm] %s\n' "$*" >&2; }
+
+# --------------------------------------------------------------- toolchain
+if ! rustup target list --installed 2>/dev/null | grep -qx wasm32-unknown-unknown; then
+  log "rustup target add wasm32-unknown-unknown"
+  rustup target add wasm32-unknown-unknown
+fi
+
+WBG_VERSION=$(awk '/^name = "wasm-bindgen"$/ {getline; gsub(/version = |"/, ""); print; exit}' Cargo.lock)
+[[ -n $WBG_VERSION ]] || { log "no wasm-bindgen in Cargo.lock"; exit 1; }
+if [[ $(wasm-bindgen --version 2>/dev/null | awk '{print $2}') != "$WBG_VERSION" ]]; then
+  log "cargo install wasm-bindgen-cli $WBG_VERSION (several minutes, once)"
+  # Not --locked: one of its locked dependencies is gone from the registry.
+  cargo install wasm-bindgen-cli --version "$WBG_VERSION"
+fi
+if ! command -v wasm-pack > /dev/null; then
+  log "cargo install wasm-pack (several minutes, once)"
+  cargo install wasm-pack
+fi
+if [[ ${BREVIS_NPM_OPT:-1} != 0 && ! -x npm/tools/node_modules/.bin/wasm-opt ]]; then
+  log "npm ci in npm/tools (binaryen)"
+  (cd npm/tools && npm ci --no-audit --no-fund)
+fi
+
+# --------------------------------------------------------------- build
+log "wasm-pack build (release, +simd128)"
+rm -rf "$PKG/wasm"
+CARGO_TARGET_DIR="$ROOT/target/wasm" RUSTFLAGS="-C target-feature=+simd128" \
+  wasm-pack --log-level warn build decoder-wasm --release --target web --mode no-install --no-pack \
+  --out-dir "$ROOT/$PKG/wasm" --out-name brevis_decoder -- --features wasm
+rm -f "$PKG/wasm/.gitignore"
+
+WASM="$PKG/wasm/brevis_decoder_bg.wasm"
+if [[ ${BREVIS_NPM_OPT:-1} != 0 ]]; then
+  log "wasm-opt -O3"
+  npm/tools/node_modules/.bin/wasm-opt -O3 \
+    --enable-simd --enable-bulk-memory --enable-nontrapping-float-to-int --enable-sign-ext \
+    --enable-mutable-globals --enable-reference-types --enable-multivalue \
+    --strip-debug --strip-producers -o "$WASM.opt" "$WASM"
+  mv "$WASM.opt" "$WASM"
+fi
+
+# --------------------------------------------------------------- pack
+mkdir -p npm/dist
+rm -f npm/dist/brevis-decoder-*.tgz
+TGZ=$(cd "$PKG" && npm pack --silent --pack-destination ../dist)
+log "packed npm/dist/$TGZ"
+wasm_gz=$(gzip -9c "$WASM" | wc -c)
+js_gz=$(cat "$PKG"/src/*.js "$PKG/wasm/brevis_decoder.js" | gzip -9c | wc -c)
+log "sizes: wasm $(wc -c < "$WASM") B ($wasm_gz B gzipped), JS $js_gz B gzipped, tarball $(wc -c < "npm/dist/$TGZ") B"
+echo "$ROOT/npm/dist/$TGZ"
