@@ -14,7 +14,7 @@ use brevis_format::wire::LitEncoding;
 use rayon::prelude::*;
 use sha2::{Digest, Sha256};
 
-use crate::containers::{self, plain, Container};
+use crate::containers::{self, plain, Container, Layout, SegmentPlan};
 use crate::synth::{Hint, Synthesizer};
 use crate::writer::ArchiveWriter;
 
@@ -99,15 +99,43 @@ struct ChunkDone {
 }
 
 /// Cuts a segment into chunk jobs.
-fn chunk_jobs(
-    segment: usize,
-    kind: &SegmentKind,
-    range: Range<usize>,
-    data: &[u8],
-    chunk_bytes: usize,
-    jobs: &mut Vec<ChunkJob>,
-) {
-    match kind {
+fn chunk_jobs(segment: usize, plan: &SegmentPlan, data: &[u8], chunk_bytes: usize, jobs: &mut Vec<ChunkJob>) {
+    let range = plan.range.clone();
+    // Opaque bytes whose structure the container knows: chunks hold whole
+    // records (or words), the tail (if any) goes in a chunk of its own.
+    let structured = match plan.layout {
+        // Even records (all GGUF blocks but MXFP4's) as 16-bit words, so a
+        // column can be an FP16 scale.
+        Layout::Records(r) if r >= 2 => Some((r, if r.is_multiple_of(2) { 16 } else { 8 }, Hint::Records(r))),
+        Layout::Words(w) if matches!(w, 16 | 32 | 64) => Some((usize::from(w / 8), w, Hint::Opaque)),
+        Layout::Nibbles => Some((1, 8, Hint::Nibbles)),
+        _ => None,
+    };
+    if let (SegmentKind::Opaque, Some((unit, root_width, hint))) = (&plan.kind, structured) {
+        let step = (chunk_bytes / unit).max(1) * unit;
+        let whole = range.start + range.len() / unit * unit;
+        let mut at = range.start;
+        while at < whole {
+            let end = (at + step).min(whole);
+            jobs.push(ChunkJob {
+                segment,
+                range: at..end,
+                root_width,
+                hint,
+            });
+            at = end;
+        }
+        if whole < range.end {
+            jobs.push(ChunkJob {
+                segment,
+                range: whole..range.end,
+                root_width: 8,
+                hint: Hint::Opaque,
+            });
+        }
+        return;
+    }
+    match &plan.kind {
         SegmentKind::Tensor { dtype, .. } => {
             let step = (chunk_bytes / dtype.size()).max(1) * dtype.size();
             let mut at = range.start;
@@ -219,7 +247,7 @@ pub fn compress_file<W: Write>(
 
     let mut jobs = Vec::new();
     for (i, p) in plans.iter().enumerate() {
-        chunk_jobs(i, &p.kind, p.range.clone(), data, opts.chunk_bytes, &mut jobs);
+        chunk_jobs(i, p, data, opts.chunk_bytes, &mut jobs);
     }
     let mut segments: Vec<SegmentReport> = plans
         .iter()

@@ -6,7 +6,9 @@ use std::ops::Range;
 
 use anyhow::Result;
 use brevis_format::archive::SegmentKind;
+use brevis_format::DType;
 
+pub mod gguf;
 pub mod onnx;
 pub mod plain;
 pub mod safetensors;
@@ -20,6 +22,49 @@ pub struct SegmentPlan {
     pub kind: SegmentKind,
     /// The bytes of the file it covers.
     pub range: Range<usize>,
+    /// What the encoder knows about the bytes' structure beyond `kind` (never
+    /// written to the archive: it only steers the search).
+    pub layout: Layout,
+}
+
+impl SegmentPlan {
+    /// Opaque bytes with no known structure.
+    pub fn opaque(name: impl Into<String>, range: Range<usize>) -> Self {
+        SegmentPlan {
+            name: name.into(),
+            kind: SegmentKind::Opaque,
+            range,
+            layout: Layout::Auto,
+        }
+    }
+
+    /// A tensor's raw data.
+    pub fn tensor(name: impl Into<String>, dtype: DType, shape: Vec<u64>, range: Range<usize>) -> Self {
+        SegmentPlan {
+            name: name.into(),
+            kind: SegmentKind::Tensor { dtype, shape },
+            range,
+            layout: Layout::Auto,
+        }
+    }
+}
+
+/// Structure of a segment's bytes that the archive has no dtype for, known
+/// to the container reader and passed to the synthesizer as a hint.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Layout {
+    /// Nothing beyond the segment kind: opaque bytes are viewed per chunk by
+    /// [`plain::choose_view`].
+    #[default]
+    Auto,
+    /// Fixed-size records of this many bytes (GGUF's quantized blocks: scales
+    /// and quants in fixed places), to be split into columns.
+    Records(usize),
+    /// Opaque words of this many bits (a storage of unknown element type whose
+    /// element size is known).
+    Words(u8),
+    /// 4-bit values packed two per byte (int4 / uint4 / FP4).
+    Nibbles,
 }
 
 /// Which reader understood a file.
@@ -29,6 +74,8 @@ pub enum Container {
     Safetensors,
     /// An ONNX model: tensors' raw data inside a protobuf.
     Onnx,
+    /// A GGUF file (llama.cpp): metadata, tensor infos, tensors.
+    Gguf,
     /// Any other file: opaque bytes.
     Plain,
 }
@@ -36,15 +83,21 @@ pub enum Container {
 /// Maps `data` (the file at `path`) onto segments.
 ///
 /// A file whose name ends in `.safetensors` must parse as safetensors; an
-/// `.onnx` file is read as ONNX when it parses and holds raw tensor data, else
-/// kept opaque; other files are tried as safetensors and otherwise kept as
-/// opaque bytes.
+/// `.onnx` file is read as ONNX when it parses and holds raw tensor data, a
+/// file starting with GGUF's magic as GGUF when it parses, else kept opaque;
+/// other files are tried as safetensors and otherwise kept as opaque bytes.
 pub fn plan(path: &str, data: &[u8]) -> Result<(Container, Vec<SegmentPlan>)> {
     if path.ends_with(".onnx") {
         if let Ok(p) = onnx::plan(data) {
             return Ok((Container::Onnx, p));
         }
         return Ok((Container::Plain, plain::plan(data)));
+    }
+    if data.starts_with(b"GGUF") {
+        return Ok(match gguf::plan(data) {
+            Ok(p) => (Container::Gguf, p),
+            Err(_) => (Container::Plain, plain::plan(data)),
+        });
     }
     let named = path.ends_with(".safetensors");
     match safetensors::plan(data) {

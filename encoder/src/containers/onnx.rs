@@ -11,7 +11,6 @@
 //! Reference: the ONNX schema (`onnx.proto3`) for the field numbers below.
 
 use anyhow::{bail, Result};
-use brevis_format::archive::SegmentKind;
 use brevis_format::DType;
 
 use super::SegmentPlan;
@@ -169,11 +168,7 @@ fn walk(r: &mut Reader<'_>, end: usize, msg: Message, out: &mut Vec<SegmentPlan>
         if let (Some(raw), Some(dtype)) = (t.raw, t.dtype) {
             let bytes = t.dims.iter().try_fold(dtype.size() as u64, |a, &d| a.checked_mul(d));
             if bytes == Some(raw.len() as u64) && !raw.is_empty() {
-                out.push(SegmentPlan {
-                    name: t.name,
-                    kind: SegmentKind::Tensor { dtype, shape: t.dims },
-                    range: raw,
-                });
+                out.push(SegmentPlan::tensor(t.name, dtype, t.dims, raw));
             }
         }
     }
@@ -196,21 +191,13 @@ pub fn plan(data: &[u8]) -> Result<Vec<SegmentPlan>> {
             bail!("tensor `{}` overlaps another", t.name);
         }
         if t.range.start > at {
-            plans.push(SegmentPlan {
-                name: "protobuf".into(),
-                kind: SegmentKind::Opaque,
-                range: at..t.range.start,
-            });
+            plans.push(SegmentPlan::opaque("protobuf", at..t.range.start));
         }
         at = t.range.end;
         plans.push(t);
     }
     if at < data.len() {
-        plans.push(SegmentPlan {
-            name: "protobuf".into(),
-            kind: SegmentKind::Opaque,
-            range: at..data.len(),
-        });
+        plans.push(SegmentPlan::opaque("protobuf", at..data.len()));
     }
     Ok(plans)
 }
@@ -218,6 +205,7 @@ pub fn plan(data: &[u8]) -> Result<Vec<SegmentPlan>> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use brevis_format::archive::SegmentKind;
 
     fn varint(out: &mut Vec<u8>, mut v: u64) {
         while v >= 0x80 {

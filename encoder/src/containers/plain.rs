@@ -1,17 +1,11 @@
 //! Plain files: one opaque segment. How its bytes are viewed (as bytes, or as
 //! 16- or 32-bit words at some alignment) is decided per chunk by [`choose_view`].
 
-use brevis_format::archive::SegmentKind;
-
 use super::SegmentPlan;
 
 /// Segments of a file with no known container: all of it, opaque.
 pub fn plan(data: &[u8]) -> Vec<SegmentPlan> {
-    vec![SegmentPlan {
-        name: "data".into(),
-        kind: SegmentKind::Opaque,
-        range: 0..data.len(),
-    }]
+    vec![SegmentPlan::opaque("data", 0..data.len())]
 }
 
 /// How to view opaque bytes: words of `width` bits starting `phase` bytes in.

@@ -4,11 +4,10 @@
 //! in bounds, sizes matching shapes) is the `safetensors` crate's.
 
 use anyhow::{bail, Context, Result};
-use brevis_format::archive::SegmentKind;
 use brevis_format::DType;
 use safetensors::tensor::{Dtype, SafeTensors};
 
-use super::SegmentPlan;
+use super::{Layout, SegmentPlan};
 
 /// Our dtype for a safetensors dtype, where the archive has one.
 pub fn dtype(d: Dtype) -> Option<DType> {
@@ -36,11 +35,7 @@ pub fn dtype(d: Dtype) -> Option<DType> {
 pub fn plan(data: &[u8]) -> Result<Vec<SegmentPlan>> {
     let (n, metadata) = SafeTensors::read_metadata(data).map_err(|e| anyhow::anyhow!("{e}"))?;
     let start = 8usize.checked_add(n).context("header length overflows")?;
-    let mut plans = vec![SegmentPlan {
-        name: "safetensors header".into(),
-        kind: SegmentKind::Opaque,
-        range: 0..start,
-    }];
+    let mut plans = vec![SegmentPlan::opaque("safetensors header", 0..start)];
     let tensors = metadata.tensors();
     for name in metadata.offset_keys() {
         let info = tensors.get(&name).context("tensor listed without info")?;
@@ -49,15 +44,19 @@ pub fn plan(data: &[u8]) -> Result<Vec<SegmentPlan>> {
         if range.end > data.len() {
             bail!("tensor `{name}` ends beyond the file");
         }
-        let kind = match dtype(info.dtype) {
-            Some(dtype) => SegmentKind::Tensor {
-                dtype,
-                shape: info.shape.iter().map(|&d| d as u64).collect(),
+        plans.push(match dtype(info.dtype) {
+            Some(dtype) => SegmentPlan::tensor(name, dtype, info.shape.iter().map(|&d| d as u64).collect(), range),
+            // Dtypes the archive has no code for yet travel as opaque bytes;
+            // packed 4-bit ones are viewed as nibbles.
+            None => SegmentPlan {
+                layout: if info.dtype == Dtype::F4 {
+                    Layout::Nibbles
+                } else {
+                    Layout::Auto
+                },
+                ..SegmentPlan::opaque(name, range)
             },
-            // Dtypes the archive has no code for yet (F4, F6, E8M0, ...) travel as opaque bytes.
-            None => SegmentKind::Opaque,
-        };
-        plans.push(SegmentPlan { name, kind, range });
+        });
     }
     // `read_metadata` checked the tensors are contiguous and cover the data exactly.
     Ok(plans)

@@ -246,6 +246,90 @@ impl CandidateSearch {
     }
 }
 
+impl CandidateSearch {
+    /// Records of `r` bytes whose length the container knows (GGUF blocks),
+    /// with a root of 8- or 16-bit words: `Interleave` of the record's
+    /// `r / word bytes` columns, each solved by [`Self::record_column`], plus a
+    /// `Concat` with the tail when the length is not whole records.
+    fn records(&self, s: &Stream, r: usize) -> Option<Node> {
+        let wb = match s.words() {
+            Words::U8(_) if s.width() == 8 => 1,
+            Words::U16(_) if s.width() == 16 => 2,
+            _ => return None,
+        };
+        if !r.is_multiple_of(wb) {
+            return None;
+        }
+        let k = r / wb;
+        if !(2..=4096).contains(&k) || s.len() < k {
+            return None;
+        }
+        let body = s.len() / k * k;
+        let (cols, tail) = match s.words() {
+            Words::U8(w) => (
+                interleave::split(&w[..body], k)
+                    .into_iter()
+                    .map(Words::U8)
+                    .collect::<Vec<_>>(),
+                Words::U8(w[body..].to_vec()),
+            ),
+            Words::U16(w) => (
+                interleave::split(&w[..body], k).into_iter().map(Words::U16).collect(),
+                Words::U16(w[body..].to_vec()),
+            ),
+            _ => return None,
+        };
+        let children = cols
+            .into_iter()
+            .map(|c| Stream::new(s.width(), c).map(|c| self.record_column(&c)))
+            .collect::<Result<Vec<_>, _>>()
+            .ok()?;
+        let node = Node::Interleave(children);
+        if body == s.len() {
+            return Some(node);
+        }
+        let tail = Stream::new(s.width(), tail).ok()?;
+        Some(Node::Concat(vec![node, leaf(&tail, &self.fields_policy())]))
+    }
+
+    /// One column of records: bytes as bytes or as two nibbles (packed
+    /// quants); 16-bit words (a scale, two quant bytes) as one alphabet, as
+    /// two bytes, as four nibbles, or as FP16 fields.
+    fn record_column(&self, c: &Stream) -> Node {
+        let policy = self.fields_policy();
+        let solve = |x: &Stream| leaf(x, &policy);
+        let mut best = self.field(c, &policy);
+        match c.width() {
+            8 => {
+                if let Some(n) = self.merge(c, MergeOp::Fields(vec![4, 4]), solve) {
+                    keep_smaller(&mut best, n);
+                }
+            }
+            16 => {
+                if let Some(n) = self.merge(c, MergeOp::BytePlanes(2), solve) {
+                    keep_smaller(&mut best, n);
+                }
+                if let Some(n) = self.merge(c, MergeOp::Fields(vec![4, 4, 4, 4]), solve) {
+                    keep_smaller(&mut best, n);
+                }
+                self.float_candidates(c, 5, 10, &mut best);
+            }
+            _ => {}
+        }
+        best
+    }
+
+    /// 4-bit values packed two per byte: the high and the low nibbles as two
+    /// streams (`Merge.fields[4,4]`).
+    fn nibbles(&self, s: &Stream) -> Option<Node> {
+        if s.width() != 8 {
+            return None;
+        }
+        let policy = self.fields_policy();
+        self.merge(s, MergeOp::Fields(vec![4, 4]), |x| self.field(x, &policy))
+    }
+}
+
 /// Words sampled by [`mostly_repeated_words`].
 const DISTINCT_SAMPLE: usize = 1 << 16;
 
@@ -314,6 +398,23 @@ impl Synthesizer for CandidateSearch {
                     if let Some(n) = self.columns(root) {
                         keep_smaller(&mut b, n);
                     }
+                }
+                found.push(b);
+            }
+            Hint::Records(r) => {
+                let mut b = self.field(root, &self.fields_policy());
+                if let Some(n) = self.records(root, r) {
+                    keep_smaller(&mut b, n);
+                }
+                found.push(b);
+            }
+            Hint::Nibbles => {
+                let mut b = self.field(root, &self.fields_policy());
+                if let Some(n) = self.nibbles(root) {
+                    keep_smaller(&mut b, n);
+                }
+                if let Some(n) = self.columns(root) {
+                    keep_smaller(&mut b, n);
                 }
                 found.push(b);
             }

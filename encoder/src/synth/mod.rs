@@ -27,6 +27,11 @@ pub enum Hint {
     Tensor(DType),
     /// Bytes with no known structure, viewed as words of the root width.
     Opaque,
+    /// Bytes made of fixed-size records of this many bytes (GGUF's quantized
+    /// blocks), root width 8: columns of the records are coded separately.
+    Records(usize),
+    /// 4-bit values packed two per byte (int4, uint4, FP4), root width 8.
+    Nibbles,
 }
 
 /// Finds a program for a chunk.
