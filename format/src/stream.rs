@@ -82,6 +82,22 @@ pub fn check_width(width: u8) -> Result<()> {
     Ok(())
 }
 
+/// Writes each word's `N` little-endian bytes (the whole word) into `dst`.
+#[inline(always)]
+fn le_words<const N: usize, T: Copy>(dst: &mut [u8], src: &[T], le: impl Fn(T) -> [u8; N]) {
+    for (d, &x) in dst.chunks_exact_mut(N).zip(src) {
+        d.copy_from_slice(&le(x));
+    }
+}
+
+/// Writes the low `wb` little-endian bytes of each word into `dst`.
+#[inline(always)]
+fn le_prefix<const N: usize, T: Copy>(dst: &mut [u8], wb: usize, src: &[T], le: impl Fn(T) -> [u8; N]) {
+    for (d, &x) in dst.chunks_exact_mut(wb).zip(src) {
+        d.copy_from_slice(&le(x)[..wb]);
+    }
+}
+
 impl Stream {
     /// A stream of `len` zero words of `width` bits.
     pub fn zeros(width: u8, len: usize) -> Result<Self> {
@@ -108,8 +124,14 @@ impl Stream {
         let s = Stream { width, words };
         if width < 64 {
             let m = mask(width);
-            let too_big = with_words!(&s.words, w => w.iter().any(|&x| x.to_u64() & !m != 0));
-            if too_big {
+            // An OR over every word (no early exit) vectorizes in the word's own width.
+            let all = match &s.words {
+                Words::U8(v) => u64::from(v.iter().fold(0u8, |a, &x| a | x)),
+                Words::U16(v) => u64::from(v.iter().fold(0u16, |a, &x| a | x)),
+                Words::U32(v) => u64::from(v.iter().fold(0u32, |a, &x| a | x)),
+                Words::U64(v) => v.iter().fold(0u64, |a, &x| a | x),
+            };
+            if all & !m != 0 {
                 return Err(FormatError::WordTooWide { width });
             }
         }
@@ -181,12 +203,27 @@ impl Stream {
             return Err(FormatError::BadWidth { width: self.width });
         }
         let wb = usize::from(self.width / 8);
-        out.reserve(self.len() * wb);
+        let start = out.len();
+        let total = self.len().checked_mul(wb).ok_or(FormatError::LimitExceeded {
+            limit: "stream bytes",
+            requested: u64::MAX,
+            allowed: usize::MAX as u64,
+        })?;
+        if let Words::U8(v) = &self.words {
+            out.extend_from_slice(v);
+            return Ok(());
+        }
+        // Grow once, then fill fixed-size pieces: loops without bounds checks or
+        // capacity checks, which the compiler turns into shuffles and plain stores.
+        out.resize(start + total, 0);
+        let dst = &mut out[start..];
         match &self.words {
-            Words::U8(v) => out.extend_from_slice(v),
-            Words::U16(v) => v.iter().for_each(|x| out.extend_from_slice(&x.to_le_bytes())),
-            Words::U32(v) => v.iter().for_each(|x| out.extend_from_slice(&x.to_le_bytes()[..wb])),
-            Words::U64(v) => v.iter().for_each(|x| out.extend_from_slice(&x.to_le_bytes()[..wb])),
+            Words::U8(_) => {}
+            Words::U16(v) => le_words::<2, _>(dst, v, u16::to_le_bytes),
+            Words::U32(v) if wb == 4 => le_words::<4, _>(dst, v, u32::to_le_bytes),
+            Words::U32(v) => le_prefix(dst, wb, v, u32::to_le_bytes),
+            Words::U64(v) if wb == 8 => le_words::<8, _>(dst, v, u64::to_le_bytes),
+            Words::U64(v) => le_prefix(dst, wb, v, u64::to_le_bytes),
         }
         Ok(())
     }

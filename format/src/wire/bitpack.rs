@@ -53,6 +53,19 @@ pub fn decode<W: Word>(payload: &[u8], width: u8, out: &mut [W]) -> Result<()> {
         out.iter_mut().for_each(|d| *d = W::default());
         return Ok(());
     }
+    // Whole groups of 8 words (`k` bytes each) in bulk; the rest word by word.
+    let groups = if k <= 16 { out.len() / 8 } else { 0 };
+    let (head, out) = out.split_at_mut(groups * 8);
+    let (head_body, body) = body.split_at(groups * usize::from(k));
+    macro_rules! bulk {
+        ($($k:literal)*) => {
+            match k {
+                $($k => unpack_groups::<W, $k>(head_body, head),)*
+                _ => {}
+            }
+        };
+    }
+    bulk!(1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16);
     let m = mask(k);
     let mut acc: u128 = 0;
     let mut nbits = 0u32;
@@ -73,4 +86,66 @@ pub fn decode<W: Word>(payload: &[u8], width: u8, out: &mut [W]) -> Result<()> {
         });
     }
     Ok(())
+}
+
+/// Unpacks groups of 8 words of `K` (1..=16) bits from `K` bytes each.
+#[inline]
+fn unpack_groups<W: Word, const K: usize>(body: &[u8], out: &mut [W]) {
+    if K <= 8 {
+        let m = (1u64 << K) - 1;
+        for (o, b) in out.chunks_exact_mut(8).zip(body.chunks_exact(K)) {
+            let mut buf = [0u8; 8];
+            buf[..K].copy_from_slice(b);
+            let v = u64::from_le_bytes(buf);
+            for (j, d) in o.iter_mut().enumerate() {
+                *d = W::from_u64((v >> (j * K)) & m);
+            }
+        }
+    } else {
+        let m = (1u128 << K) - 1;
+        for (o, b) in out.chunks_exact_mut(8).zip(body.chunks_exact(K)) {
+            let mut buf = [0u8; 16];
+            buf[..K].copy_from_slice(b);
+            let v = u128::from_le_bytes(buf);
+            for (j, d) in o.iter_mut().enumerate() {
+                *d = W::from_u64(((v >> (j * K)) & m) as u64);
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every bit count and lengths around the bulk path's groups of 8 words.
+    #[test]
+    fn round_trips_every_bit_count_and_tail() {
+        for k in 0u32..=20 {
+            for n in [0usize, 1, 7, 8, 9, 15, 16, 17, 63, 64, 65, 1000] {
+                let vals: Vec<u32> = (0..n as u32)
+                    .map(|i| i.wrapping_mul(0x9E37_79B9).rotate_left(7) & ((1u64 << k) - 1) as u32)
+                    .collect();
+                let p = encode(&vals, 24);
+                let mut out = alloc::vec![0u32; n];
+                decode(&p, 24, &mut out).unwrap();
+                assert_eq!(out, vals, "k {k} n {n}");
+                if k <= 8 {
+                    let v8: Vec<u8> = vals.iter().map(|&v| v as u8).collect();
+                    let p = encode(&v8, 8);
+                    let mut out = alloc::vec![0u8; n];
+                    decode(&p, 8, &mut out).unwrap();
+                    assert_eq!(out, v8, "u8 k {k} n {n}");
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn nonzero_padding_is_refused() {
+        // Three 1-bit words: the last byte's top five bits are padding.
+        let mut p = encode(&[1u8, 0, 1], 1);
+        p[1] |= 0x80;
+        assert!(decode(&p, 1, &mut [0u8; 3]).is_err());
+    }
 }

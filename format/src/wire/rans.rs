@@ -49,6 +49,7 @@
 //! `x mod 2^16` and sets `x >>= 16`; then `x = (x / f) * M + x mod f + start`. The words
 //! it emits are stored in reverse order of emission.
 
+use alloc::boxed::Box;
 use alloc::collections::BinaryHeap;
 use alloc::vec;
 use alloc::vec::Vec;
@@ -64,6 +65,8 @@ const LANES: usize = 4;
 const RANS_L: u32 = 1 << 16;
 /// Largest `scale_bits` the format allows.
 const MAX_SCALE: u32 = 16;
+/// Entries of the decoder's slot tables: `2^MAX_SCALE`.
+const SLOTS: usize = 1 << MAX_SCALE;
 /// Largest `scale_bits` the encoder picks unless the alphabet needs more (keeps the
 /// decoder's slot table at 2^15 entries).
 const PREFERRED_MAX_SCALE: u32 = 15;
@@ -154,104 +157,198 @@ fn encode_with<W: Word>(symbols: &[W], syms: &[u32], freqs: &[u32], scale: u32, 
 
 /// Decodes `out.len()` symbols of `width` bits from a payload made by [`encode`].
 pub fn decode<W: Word>(payload: &[u8], width: u8, out: &mut [W]) -> Result<()> {
-    let Some((syms, mut br)) = start_decode(payload, width, out, WHAT)? else {
+    let Some(mut d) = Decoder::new(payload, width, out)? else {
         return Ok(());
     };
-    let (scale, freqs) = read_freqs(&mut br, syms.len())?;
-    let table_end = br.finish()?;
-
-    // Slot -> symbol, and `freq | start << 16` by symbol value.
-    let m = 1usize << scale;
-    let mut slot_sym: Vec<W> = Vec::with_capacity(m);
-    let mut fs = vec![0u32; 1usize << width];
-    let mut start = 0u32;
-    for (&s, &f) in syms.iter().zip(&freqs) {
-        slot_sym.extend((0..f).map(|_| W::from_u64(u64::from(s))));
-        fs[s as usize] = f | start << 16;
-        start += f;
-    }
-    if slot_sym.len() != m {
-        return Err(FormatError::Corrupt {
-            what: "rans frequency table (does not sum to 2^scale_bits)",
-        });
-    }
-    let table = (&slot_sym[..], &fs[..]);
-
-    let rest = &payload[table_end..];
-    let lanes = LANES.min(out.len());
-    if rest.len() < 4 * lanes {
-        return Err(FormatError::Truncated { what: "rans states" });
-    }
-    let mut x = [RANS_L; LANES];
-    for (l, b) in rest[..4 * lanes].chunks_exact(4).enumerate() {
-        x[l] = u32::from_le_bytes([b[0], b[1], b[2], b[3]]);
-        if x[l] < RANS_L {
-            return Err(FormatError::Corrupt {
-                what: "rans state (below 2^16)",
-            });
-        }
-    }
-    let body = &rest[4 * lanes..];
-    if body.len() & 1 != 0 {
-        return Err(FormatError::Corrupt {
-            what: "rans word stream (odd length)",
-        });
-    }
-    let slot_mask = (m - 1) as u32;
-    // Reads past the end of `body` yield zeros; the overrun is reported after the loop.
-    let mut pos = 0usize;
-    let mut chunks = out.chunks_exact_mut(LANES);
-    for chunk in &mut chunks {
-        for (d, x) in chunk.iter_mut().zip(x.iter_mut()) {
-            *d = step(x, table, scale, slot_mask, body, &mut pos);
-        }
-    }
-    for (d, x) in chunks.into_remainder().iter_mut().zip(x.iter_mut()) {
-        *d = step(x, table, scale, slot_mask, body, &mut pos);
-    }
-    if pos > body.len() {
-        return Err(FormatError::Truncated {
-            what: "rans word stream",
-        });
-    }
-    if x.iter().any(|&x| x != RANS_L) {
-        return Err(FormatError::Corrupt {
-            what: "rans literal (final state mismatch)",
-        });
-    }
-    if pos < body.len() {
-        return Err(FormatError::TrailingBytes {
-            what: WHAT,
-            count: (body.len() - pos) as u64,
-        });
-    }
-    Ok(())
+    let done = d.run(out, 0);
+    d.finish(out, done)
 }
 
-/// Decodes one symbol with state `x` and renormalizes it, reading the word at `pos`
-/// of `body`. Past the end of `body` it reads zeros but still advances `pos`, so the
-/// caller detects the overrun after the loop (keeping this branch-free).
-#[inline(always)]
-fn step<W: Word>(x: &mut u32, table: (&[W], &[u32]), scale: u32, slot_mask: u32, body: &[u8], pos: &mut usize) -> W {
-    // Both lookups are in bounds (the slot table has `slot_mask + 1` entries, the
-    // frequency table one per value of the width); the fallbacks are never taken.
-    let slot = *x & slot_mask;
-    let s = table.0.get(slot as usize).copied().unwrap_or_default();
-    let e = table.1.get(s.to_u64() as usize).copied().unwrap_or(1);
-    // Cannot overflow: f * (x >> scale) + slot - start < f * 2^(32 - scale) <= 2^32,
-    // and slot >= start.
-    let v = (e & 0xffff)
-        .wrapping_mul(*x >> scale)
-        .wrapping_add(slot)
-        .wrapping_sub(e >> 16);
-    let w = body
-        .get(*pos..)
-        .and_then(|b| b.first_chunk::<2>())
-        .map_or(0, |b| u32::from(u16::from_le_bytes(*b)));
-    let need = v < RANS_L;
-    *x = if need { v << 16 | w } else { v };
-    *pos += 2 * usize::from(need);
-    s
+/// One payload being decoded: its tables, states and word stream.
+struct Decoder<'p, W> {
+    slot_sym: Box<[W; SLOTS]>,
+    slot_fb: Box<[u32; SLOTS]>,
+    scale: u32,
+    mask: u32,
+    x: [u32; LANES],
+    body: &'p [u8],
+    pos: usize,
+}
+
+impl<'p, W: Word> Decoder<'p, W> {
+    /// Reads the table and the states. `None` when `out` was already decoded (an
+    /// empty stream or a single symbol).
+    fn new(payload: &'p [u8], width: u8, out: &mut [W]) -> Result<Option<Self>> {
+        let Some((syms, mut br)) = start_decode(payload, width, out, WHAT)? else {
+            return Ok(None);
+        };
+        let (scale, freqs) = read_freqs(&mut br, syms.len())?;
+        let table_end = br.finish()?;
+
+        // By slot: the symbol, and `(slot - start) | freq << 16` of the symbol owning
+        // it. Both tables have 2^16 entries (only the first 2^scale_bits are filled
+        // and touched), so a slot cast to `u16` indexes them without a bounds check.
+        let m = 1usize << scale;
+        let mut slot_sym: Box<[W; SLOTS]> = vec![W::default(); SLOTS]
+            .into_boxed_slice()
+            .try_into()
+            .map_err(|_| FormatError::Corrupt { what: WHAT })?;
+        let mut slot_fb: Box<[u32; SLOTS]> = vec![0u32; SLOTS]
+            .into_boxed_slice()
+            .try_into()
+            .map_err(|_| FormatError::Corrupt { what: WHAT })?;
+        let mut start = 0usize;
+        for (&s, &f) in syms.iter().zip(&freqs) {
+            let f = f as usize;
+            // `start + f <= 2^scale` (checked by `read_freqs`).
+            let (Some(sd), Some(fd)) = (slot_sym.get_mut(start..start + f), slot_fb.get_mut(start..start + f)) else {
+                return Err(FormatError::Corrupt {
+                    what: "rans frequency table (does not sum to 2^scale_bits)",
+                });
+            };
+            sd.fill(W::from_u64(u64::from(s)));
+            // `f < 2^16`: at least two symbols share `2^scale <= 2^16` slots.
+            for (b, e) in fd.iter_mut().enumerate() {
+                *e = b as u32 | (f as u32) << 16;
+            }
+            start += f;
+        }
+        if start != m {
+            return Err(FormatError::Corrupt {
+                what: "rans frequency table (does not sum to 2^scale_bits)",
+            });
+        }
+
+        let rest = &payload[table_end..];
+        let lanes = LANES.min(out.len());
+        if rest.len() < 4 * lanes {
+            return Err(FormatError::Truncated { what: "rans states" });
+        }
+        let mut x = [RANS_L; LANES];
+        for (l, b) in rest[..4 * lanes].chunks_exact(4).enumerate() {
+            x[l] = u32::from_le_bytes([b[0], b[1], b[2], b[3]]);
+            if x[l] < RANS_L {
+                return Err(FormatError::Corrupt {
+                    what: "rans state (below 2^16)",
+                });
+            }
+        }
+        let body = &rest[4 * lanes..];
+        if body.len() & 1 != 0 {
+            return Err(FormatError::Corrupt {
+                what: "rans word stream (odd length)",
+            });
+        }
+        Ok(Some(Decoder {
+            slot_sym,
+            slot_fb,
+            scale,
+            mask: (m - 1) as u32,
+            x,
+            body,
+            pos: 0,
+        }))
+    }
+
+    /// The next 8 bytes of the word stream, if there are 8: enough for a quad.
+    #[inline(always)]
+    fn window(&self) -> Option<u64> {
+        self.body
+            .get(self.pos..)
+            .and_then(|b| b.first_chunk::<8>())
+            .map(|w| u64::from_le_bytes(*w))
+    }
+
+    /// The symbol of state `x`, and the state before renormalization.
+    #[inline(always)]
+    fn lookup(&self, x: u32) -> (W, u32) {
+        // `mask < 2^16`: the slot fits a `u16`, so both lookups are unchecked.
+        let slot = usize::from((x & self.mask) as u16);
+        let s = self.slot_sym[slot];
+        let e = self.slot_fb[slot];
+        // Cannot overflow: f * (x >> scale) + slot - start < f * 2^(32 - scale) <= 2^32.
+        let v = (e >> 16).wrapping_mul(x >> self.scale).wrapping_add(e & 0xffff);
+        (s, v)
+    }
+
+    /// Decodes words `4k .. 4k + 4` (one per state) with the renormalization words
+    /// taken from `win` (the next 8 bytes of the word stream): no bounds checks.
+    #[inline(always)]
+    fn quad(&mut self, quad: &mut [W], mut win: u64) {
+        let mut used = 0usize;
+        for (d, l) in quad.iter_mut().zip(0..LANES) {
+            let (s, v) = self.lookup(self.x[l]);
+            let need = v < RANS_L;
+            let shift = u32::from(need) * 16;
+            self.x[l] = (v << shift) | (win as u32 & ((1u32 << shift) - 1));
+            win >>= shift;
+            used += usize::from(need);
+            *d = s;
+        }
+        self.pos += 2 * used;
+    }
+
+    /// Decodes one word with state `l`, reading its renormalization word (if any) at
+    /// `pos`. Past the end of the word stream it reads zeros but still advances
+    /// `pos`, so [`Self::finish`] reports the overrun (keeping this branch-free).
+    #[inline(always)]
+    fn step(&mut self, l: usize) -> W {
+        let (s, v) = self.lookup(self.x[l]);
+        let w = self
+            .body
+            .get(self.pos..)
+            .and_then(|b| b.first_chunk::<2>())
+            .map_or(0, |b| u32::from(u16::from_le_bytes(*b)));
+        let need = v < RANS_L;
+        self.x[l] = if need { v << 16 | w } else { v };
+        self.pos += 2 * usize::from(need);
+        s
+    }
+
+    /// Decodes `out[done..]` (`done` a multiple of 4); returns `out.len()`.
+    fn run(&mut self, out: &mut [W], done: usize) -> usize {
+        let rest = out.get_mut(done..).unwrap_or_default();
+        let mut quads = rest.chunks_exact_mut(LANES);
+        for q in &mut quads {
+            match self.window() {
+                Some(win) => self.quad(q, win),
+                None => {
+                    for (l, d) in q.iter_mut().enumerate() {
+                        *d = self.step(l);
+                    }
+                }
+            }
+        }
+        for (l, d) in quads.into_remainder().iter_mut().enumerate() {
+            *d = self.step(l);
+        }
+        out.len()
+    }
+
+    /// After every word was decoded: the word stream must be used up exactly and
+    /// every state back at `2^16`.
+    fn finish(&self, out: &[W], done: usize) -> Result<()> {
+        debug_assert_eq!(done, out.len());
+        let body = self.body;
+        let pos = self.pos;
+        if pos > body.len() {
+            return Err(FormatError::Truncated {
+                what: "rans word stream",
+            });
+        }
+        if self.x.iter().any(|&x| x != RANS_L) {
+            return Err(FormatError::Corrupt {
+                what: "rans literal (final state mismatch)",
+            });
+        }
+        if pos < body.len() {
+            return Err(FormatError::TrailingBytes {
+                what: WHAT,
+                count: (body.len() - pos) as u64,
+            });
+        }
+        Ok(())
+    }
 }
 
 // ---------------------------------------------------------------------------------
