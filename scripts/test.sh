@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Install what the tests need (skipping what is already there), then run every
-# check and test: formatting, clippy, the no_std/wasm build of the decoder, and
-# the whole workspace's tests in release mode (the round trips are heavy).
+# check and test: formatting, clippy, the no_std/wasm build of the decoder, the
+# whole workspace's tests in release mode (the round trips are heavy), the npm
+# package's Node tests (npm/test/run.sh: installs wasm-bindgen-cli and wasm-pack
+# with cargo the first time, several minutes) and a short fuzz pass.
 #
 #   scripts/test.sh
 set -euo pipefail
@@ -27,6 +29,11 @@ if command -v rustup >/dev/null 2>&1; then
     || { log "rustup target add wasm32-unknown-unknown"; rustup target add wasm32-unknown-unknown || true; }
 fi
 
+if ! command -v node >/dev/null 2>&1 || ! command -v npm >/dev/null 2>&1; then
+  echo "node and npm (Node 20 or later) are needed for the npm package's tests" >&2
+  exit 1
+fi
+
 # --- checks ------------------------------------------------------------------
 log "cargo fmt --check"
 cargo fmt --all -- --check
@@ -42,6 +49,8 @@ cargo build --release -p brevis-decoder --no-default-features
 if rustup target list --installed 2>/dev/null | grep -q '^wasm32-unknown-unknown$'; then
   log "decoder builds for wasm32-unknown-unknown (no_std)"
   cargo build --release -p brevis-decoder --no-default-features --target wasm32-unknown-unknown
+  log "clippy on the wasm bindings (feature wasm, wasm32)"
+  cargo clippy -p brevis-decoder --features wasm --target wasm32-unknown-unknown -- -D warnings
 else
   log "wasm32 target unavailable: skipping the wasm32 build check"
 fi
@@ -52,6 +61,9 @@ cargo test --workspace --release
 
 log "the main job: brevis with no arguments"
 cargo run --release -q --bin brevis >/dev/null
+
+log "npm package brevis-decoder: build, pack, Node tests (ONNX Runtime Web, transformers.js)"
+npm/test/run.sh target/release/brevis
 
 log "a short fuzz pass (12 s a target; skipped without nightly and cargo-fuzz)"
 scripts/fuzz.sh 12

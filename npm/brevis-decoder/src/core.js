@@ -45,6 +45,7 @@ function usage(message) {
 let defaultSource;
 let ready;
 let initialized = false;
+let wasmExports;
 
 /** Entry points call this to say where the .wasm is when `init()` gets no source. */
 export function setDefaultWasmSource(load) {
@@ -64,7 +65,7 @@ export function init(source) {
         if (!defaultSource) throw usage('brevis-decoder: no default wasm location; call init(source)');
         src = await defaultSource();
       }
-      await wasmInit({ module_or_path: src });
+      wasmExports = await wasmInit({ module_or_path: src });
       initialized = true;
     })();
     ready.catch(() => {
@@ -72,6 +73,14 @@ export function init(source) {
     });
   }
   return ready;
+}
+
+/**
+ * Bytes of WebAssembly memory in use (it only grows): for checking that
+ * streaming stays bounded. 0 before `init`.
+ */
+export function wasmMemoryBytes() {
+  return wasmExports ? wasmExports.memory.buffer.byteLength : 0;
 }
 
 function requireInit() {

@@ -60,6 +60,9 @@ export class BrevisError extends Error {
 /** Loads the WebAssembly module once; the async APIs call it for you. */
 export function init(source?: WasmSource | Promise<WasmSource>): Promise<void>;
 
+/** Bytes of WebAssembly memory (it only grows; 0 before init): to check streaming stays bounded. */
+export function wasmMemoryBytes(): number;
+
 /** A typed array over the bytes (no copy) for a dtype. */
 export function typedArrayFor(dtype: DType | string, bytes: Uint8Array): TensorData;
 

@@ -1,0 +1,302 @@
+// The package's JavaScript API on archives the `brevis` CLI made of real
+// model files: every API rebuilds the same SHA-256, whatever the piece sizes;
+// damaged, truncated and over-cap archives fail cleanly with a BrevisError.
+import assert from 'node:assert/strict';
+import { execFileSync } from 'node:child_process';
+import { join } from 'node:path';
+import { test } from 'node:test';
+
+import {
+  BrevisArchive,
+  BrevisDecoder,
+  BrevisDecompressionStream,
+  BrevisError,
+  decodeArchive,
+  init,
+  readTensors,
+  wasmMemoryBytes,
+} from 'brevis-decoder';
+
+import { FX, collect, fixture, pieces, safetensors, sha256, treeHashes } from './helpers.mjs';
+
+const SILERO = 'silero_vad_16k.safetensors';
+const EXPECTED = {
+  'silero.brv': { [SILERO]: sha256(fixture(SILERO)) },
+  'minilm-int8.brv': { 'model_quantized.onnx': sha256(fixture('models/Xenova/all-MiniLM-L6-v2/onnx/model_quantized.onnx')) },
+  'minilm-folder.brv': treeHashes(join(FX, 'models/Xenova/all-MiniLM-L6-v2')),
+  'multi.brv': treeHashes(join(FX, 'multi')),
+};
+
+function hashesOf(files) {
+  return Object.fromEntries(files.map((f) => [f.path, sha256(f.bytes)]));
+}
+
+function assertBrevisError(e, codes) {
+  assert.ok(e instanceof BrevisError, `expected a BrevisError, got ${e?.stack ?? e}`);
+  assert.ok(codes.includes(e.code), `code ${e.code} not in ${codes}: ${e.message}`);
+  assert.ok(e.message.length > 10);
+  return true;
+}
+
+test('decodeArchive rebuilds every file of every fixture, SHA-256 verified', async () => {
+  for (const [name, expected] of Object.entries(EXPECTED)) {
+    const files = await decodeArchive(fixture(name));
+    assert.deepEqual(hashesOf(files), expected, name);
+    for (const f of files) {
+      assert.equal(f.sha256, expected[f.path]);
+      assert.equal(f.size, f.bytes.length);
+    }
+  }
+});
+
+test('decodeArchive takes a stream, a Response, a Blob and an ArrayBuffer', async () => {
+  const brv = fixture('multi.brv');
+  const expected = EXPECTED['multi.brv'];
+  assert.deepEqual(hashesOf(await decodeArchive(pieces(brv, 4093))), expected);
+  assert.deepEqual(hashesOf(await decodeArchive(new Response(brv))), expected);
+  assert.deepEqual(hashesOf(await decodeArchive(new Blob([brv]))), expected);
+  assert.deepEqual(hashesOf(await decodeArchive(brv.slice().buffer)), expected);
+});
+
+test('BrevisDecompressionStream rebuilds the file with pieces of 1 byte, odd sizes and whole', async () => {
+  const brv = fixture('silero.brv');
+  const want = EXPECTED['silero.brv'][SILERO];
+  // 1-byte pieces over the whole archive (~0.9 MB): every record boundary case.
+  for (const size of [1, 7, 4093, 65537, brv.length]) {
+    const out = await collect(pieces(brv, size).pipeThrough(new BrevisDecompressionStream()));
+    assert.equal(sha256(out), want, `pieces of ${size}`);
+  }
+});
+
+test('BrevisDecompressionStream picks one file of several with { path }, and refuses to guess', async () => {
+  const brv = fixture('multi.brv');
+  const out = await collect(pieces(brv, 65536).pipeThrough(new BrevisDecompressionStream({ path: 'weights.safetensors' })));
+  assert.equal(sha256(out), EXPECTED['multi.brv']['weights.safetensors']);
+  await assert.rejects(collect(pieces(brv, 65536).pipeThrough(new BrevisDecompressionStream())), (e) =>
+    assertBrevisError(e, ['usage']) && /more than one file/.test(e.message));
+  await assert.rejects(collect(pieces(brv, 65536).pipeThrough(new BrevisDecompressionStream({ path: 'nope' }))), (e) =>
+    assertBrevisError(e, ['usage']) && /no file `nope`/.test(e.message));
+});
+
+test('the push API yields segments that rebuild the files, fed 1 byte at a time', async () => {
+  await init();
+  const brv = fixture('multi.brv');
+  const dec = new BrevisDecoder();
+  const events = [];
+  for (let i = 0; i < brv.length; i++) events.push(...dec.push(brv.subarray(i, i + 1)));
+  dec.end();
+  assert.equal(events.at(-1).type, 'end');
+  const files = {};
+  let open = null;
+  for (const e of events) {
+    if (e.type === 'fileStart') open = { path: e.path, parts: [] };
+    if (e.type === 'segment') open.parts.push(e.bytes);
+    if (e.type === 'fileEnd') {
+      const bytes = await collect(ReadableStream.from(open.parts));
+      files[e.path] = sha256(bytes);
+      assert.equal(e.sha256, files[e.path]);
+    }
+  }
+  assert.deepEqual(files, EXPECTED['multi.brv']);
+  assert.equal(dec.filesDone, Object.keys(files).length);
+  assert.equal(dec.tensorsDone, safetensors(fixture(SILERO)).length);
+  assert.equal(dec.bytesIn, brv.length);
+});
+
+test('the push API in pieces mode gives offsets that tile each segment', async () => {
+  const dec = await BrevisDecoder.create({ pieces: true });
+  const events = dec.push(fixture('minilm-int8.brv'));
+  dec.end();
+  let expectOffset = 0;
+  let seen = 0;
+  for (const e of events) {
+    if (e.type === 'segmentStart') expectOffset = 0;
+    if (e.type === 'data') {
+      assert.equal(e.offset, expectOffset);
+      expectOffset += e.bytes.length;
+      seen += e.bytes.length;
+    }
+  }
+  assert.equal(seen, fixture('models/Xenova/all-MiniLM-L6-v2/onnx/model_quantized.onnx').length);
+});
+
+test('readTensors yields each tensor with its dtype, shape and typed array, equal to the original', async () => {
+  const original = safetensors(fixture(SILERO));
+  const seen = [];
+  let progress = null;
+  for await (const t of readTensors(pieces(fixture('silero.brv'), 8191), { onProgress: (p) => (progress = p) })) {
+    seen.push(t);
+  }
+  assert.equal(seen.length, original.length);
+  for (const [t, o] of seen.map((t, i) => [t, original[i]])) {
+    assert.equal(t.name, o.name);
+    assert.equal(t.dtype, o.dtype);
+    assert.deepEqual(t.shape, o.shape);
+    assert.equal(t.file, SILERO);
+    assert.ok(t.data instanceof Float32Array, `${t.name} is ${t.data.constructor.name}`);
+    assert.equal(t.data.length, o.shape.reduce((a, b) => a * b, 1));
+    assert.equal(sha256(new Uint8Array(t.data.buffer, t.data.byteOffset, t.data.byteLength)), sha256(o.bytes));
+  }
+  assert.equal(progress.tensorsDone, original.length);
+  assert.equal(progress.filesDone, 1);
+  assert.equal(progress.bytesOut, fixture(SILERO).length);
+});
+
+test('readTensors maps ONNX initializers to typed arrays (int8 weights, float32 scales)', async () => {
+  const kinds = new Map();
+  for await (const t of readTensors(fixture('minilm-int8.brv'))) {
+    kinds.set(t.dtype, t.data.constructor.name);
+    const elements = t.shape.reduce((a, b) => a * b, 1);
+    assert.equal(t.data.length, elements, t.name);
+  }
+  assert.equal(kinds.get('I8'), 'Int8Array');
+  assert.equal(kinds.get('F32'), 'Float32Array');
+  assert.equal(kinds.get('I64'), 'BigInt64Array');
+});
+
+test('BrevisArchive lists files with sizes and serves Responses with content-length', async () => {
+  const archive = await BrevisArchive.open(fixture('minilm-folder.brv'));
+  const expected = EXPECTED['minilm-folder.brv'];
+  assert.deepEqual(archive.files.map((f) => f.path).sort(), Object.keys(expected).sort());
+  for (const f of archive.files) {
+    const res = archive.response(f.path);
+    assert.equal(res.headers.get('content-length'), String(f.size));
+    const bytes = new Uint8Array(await res.arrayBuffer());
+    assert.equal(bytes.length, f.size);
+    assert.equal(sha256(bytes), expected[f.path]);
+    assert.equal(sha256(await archive.readFile(f.path)), expected[f.path]);
+  }
+  assert.equal(archive.has('config.json'), true);
+  assert.equal(archive.has('missing.json'), false);
+  archive.close();
+});
+
+test('BrevisArchive opens from a URL-less stream too and errors on a file it lacks', async () => {
+  const archive = await BrevisArchive.open(pieces(fixture('multi.brv'), 1000));
+  assert.throws(() => archive.response('nope.bin'), (e) => assertBrevisError(e, ['usage']));
+  assert.equal(sha256(await archive.readFile('sub/hello.txt')), EXPECTED['multi.brv']['sub/hello.txt']);
+  archive.close();
+});
+
+// Damage: flipped bits anywhere and every kind of truncation fail cleanly.
+const DAMAGE_POSITIONS = (n) => {
+  const out = new Set([0, 8, 12, 13, 20, n - 1, n - 9, n - 30, n - 60]);
+  let x = 0x9e3779b9;
+  while (out.size < 60) {
+    x = (x * 1103515245 + 12345) >>> 0;
+    out.add(x % n);
+  }
+  return [...out].filter((p) => p >= 0 && p < n);
+};
+
+test('a flipped bit anywhere makes every API fail with a BrevisError (never a wrong file)', async () => {
+  const brv = fixture('silero.brv');
+  for (const pos of DAMAGE_POSITIONS(brv.length)) {
+    const bad = brv.slice();
+    bad[pos] ^= 0x10;
+    await assert.rejects(decodeArchive(bad), (e) => assertBrevisError(e, ['corrupt', 'truncated', 'unsupported', 'limit']), `byte ${pos}`);
+    await assert.rejects(collect(pieces(bad, 65536).pipeThrough(new BrevisDecompressionStream())),
+      (e) => assertBrevisError(e, ['corrupt', 'truncated', 'unsupported', 'limit']), `stream, byte ${pos}`);
+  }
+});
+
+test('a damaged archive reports where: offset, file and segment', async () => {
+  const brv = fixture('silero.brv');
+  const bad = brv.slice();
+  bad[Math.floor(brv.length / 2)] ^= 1;
+  await assert.rejects(decodeArchive(bad), (e) => {
+    assertBrevisError(e, ['corrupt']);
+    assert.equal(typeof e.offset, 'number');
+    assert.equal(e.file, SILERO);
+    assert.equal(typeof e.segment, 'string');
+    assert.match(e.message, /archive offset \d+/);
+    return true;
+  });
+});
+
+test('every truncation fails cleanly, by stream and by index', async () => {
+  const brv = fixture('multi.brv');
+  const cuts = [0, 1, 7, 8, 11, 12, 13, 100, 1000, Math.floor(brv.length / 2), brv.length - 40, brv.length - 1];
+  for (const cut of cuts) {
+    const part = brv.slice(0, cut);
+    await assert.rejects(decodeArchive(part), (e) => assertBrevisError(e, ['truncated', 'corrupt']), `cut ${cut}`);
+    await assert.rejects(collect(pieces(part, 4096).pipeThrough(new BrevisDecompressionStream({ path: 'weights.safetensors' }))),
+      (e) => assertBrevisError(e, ['truncated', 'corrupt']), `stream cut ${cut}`);
+    await assert.rejects(BrevisArchive.open(part), (e) => assertBrevisError(e, ['truncated', 'corrupt']), `index cut ${cut}`);
+  }
+});
+
+test('the output cap trips in every API before the output is produced', async () => {
+  const brv = fixture('silero.brv');
+  const cap = 100_000;
+  const isLimit = (e) => assertBrevisError(e, ['limit']);
+  await assert.rejects(decodeArchive(brv, { maxOutputBytes: cap }), isLimit);
+  await assert.rejects(collect(pieces(brv, 4096).pipeThrough(new BrevisDecompressionStream({ maxOutputBytes: cap }))), isLimit);
+  await assert.rejects((async () => { for await (const _ of readTensors(brv, { maxOutputBytes: cap })); })(), isLimit);
+  // Exactly the file's size is allowed.
+  const files = await decodeArchive(brv, { maxOutputBytes: fixture(SILERO).length });
+  assert.equal(files[0].sha256, EXPECTED['silero.brv'][SILERO]);
+  await assert.rejects(decodeArchive(brv, { maxOutputBytes: -5 }), (e) => assertBrevisError(e, ['usage']));
+});
+
+test('not an archive at all: a clear error, no hang', async () => {
+  await assert.rejects(decodeArchive(new TextEncoder().encode('{"not": "an archive"}')), (e) => assertBrevisError(e, ['corrupt', 'truncated']));
+  await assert.rejects(decodeArchive(new Uint8Array(0)), (e) => assertBrevisError(e, ['truncated']));
+  await assert.rejects(decodeArchive(fixture(SILERO)), (e) => assertBrevisError(e, ['corrupt']));
+});
+
+function streamInFreshProcess(archive) {
+  const script = `
+    import { readFileSync } from 'node:fs';
+    import { BrevisDecompressionStream, wasmMemoryBytes } from 'brevis-decoder';
+    const brv = readFileSync(${JSON.stringify(join(FX, archive))});
+    let at = 0, out = 0;
+    const src = new ReadableStream({ pull(c) { if (at >= brv.length) return c.close(); c.enqueue(brv.subarray(at, at + 65536)); at += 65536; } });
+    for await (const piece of src.pipeThrough(new BrevisDecompressionStream({ path: ${JSON.stringify(ONNX_IN_BIG)} }))) out += piece.length;
+    console.log(JSON.stringify({ out, memory: wasmMemoryBytes() }));
+  `;
+  return JSON.parse(execFileSync(process.execPath, ['--input-type=module', '-e', script], { cwd: new URL('.', import.meta.url) }).toString());
+}
+const ONNX_IN_BIG = 'copy3/model_quantized.onnx';
+
+test('wasm memory does not grow with the model: streaming 3x the data needs no more', async () => {
+  // Fresh processes, so other tests' allocations do not count. big.brv holds
+  // the int8 model three times (69 MB); the stream decodes all of it (the
+  // first two copies are decoded and verified, then skipped).
+  const small = streamInFreshProcess('big1.brv');
+  const big = streamInFreshProcess('big.brv');
+  const onnx = fixture('models/Xenova/all-MiniLM-L6-v2/onnx/model_quantized.onnx').length;
+  assert.equal(small.out, onnx);
+  assert.equal(big.out, onnx);
+  assert.ok(big.memory <= small.memory + 4 * 1024 * 1024,
+    `wasm memory ${big.memory} B after 3 models vs ${small.memory} B after one`);
+  assert.ok(big.memory < (3 * onnx) / 2, `wasm memory ${big.memory} B for ${3 * onnx} B decoded`);
+});
+
+test('init accepts a precompiled WebAssembly.Module (edge runtimes that cannot compile bytes)', async () => {
+  const wasmPath = new URL('./node_modules/brevis-decoder/wasm/brevis_decoder_bg.wasm', import.meta.url).pathname;
+  const script = `
+    import { readFileSync } from 'node:fs';
+    import { init, decodeArchive } from 'brevis-decoder';
+    const module = new WebAssembly.Module(readFileSync(${JSON.stringify(wasmPath)}));
+    await init(module);
+    const files = await decodeArchive(readFileSync(${JSON.stringify(join(FX, 'multi.brv'))}));
+    console.log(files.length);
+  `;
+  const out = execFileSync(process.execPath, ['--input-type=module', '-e', script], { cwd: new URL('.', import.meta.url) }).toString().trim();
+  assert.equal(Number(out), Object.keys(EXPECTED['multi.brv']).length);
+});
+
+test('the synchronous push API refuses to run before init in a fresh process', () => {
+  const script = `
+    import { BrevisDecoder } from 'brevis-decoder';
+    try { new BrevisDecoder(); console.log('no error'); } catch (e) { console.log(e.name, e.code); }
+  `;
+  const out = execFileSync(process.execPath, ['--input-type=module', '-e', script], { cwd: new URL('.', import.meta.url) }).toString().trim();
+  assert.equal(out, 'BrevisError usage');
+});
+
+test('wasmMemoryBytes reports the memory in use', async () => {
+  await init();
+  assert.ok(wasmMemoryBytes() > 0);
+});
