@@ -14,6 +14,7 @@ use brevis_format::archive::{
     self, check_header, open_record, parse_end, parse_index, ChunkRecord, FileRecord, IndexEntry, RecordHead,
     RecordKind, SegmentKind, SegmentRecord, HEADER_LEN,
 };
+use brevis_format::program::Limits;
 use brevis_format::FormatError;
 use sha2::{Digest, Sha256};
 
@@ -78,6 +79,9 @@ struct OpenSegment {
     chunk_no: u64,
 }
 
+/// The type of [`StreamDecoder::next_event`]'s (absent) decode-ahead function.
+type DecodeMany = fn(&[&[u8]], &Limits) -> Vec<Result<Vec<u8>, FormatError>>;
+
 /// A push-style archive decoder. See the module docs.
 pub struct StreamDecoder {
     limits: DecodeLimits,
@@ -96,6 +100,9 @@ pub struct StreamDecoder {
     failed: Option<DecodeError>,
     /// Events decoded from the last record, not yet returned (at most three).
     queue: VecDeque<Event>,
+    /// Chunks decoded ahead by [`Self::next_event_parallel`]: each record's offset
+    /// and what decoding its body gave, used when the record is reached.
+    predecoded: VecDeque<(u64, Result<Vec<u8>, FormatError>)>,
 }
 
 impl Default for StreamDecoder {
@@ -121,6 +128,7 @@ impl StreamDecoder {
             loc: Location::default(),
             failed: None,
             queue: VecDeque::new(),
+            predecoded: VecDeque::new(),
         }
     }
 
@@ -146,12 +154,38 @@ impl StreamDecoder {
     /// Decodes the next event from buffered bytes. `Ok(None)` means more input
     /// is needed. After an error, the same error is returned again.
     pub fn next_event(&mut self) -> Result<Option<Event>, DecodeError> {
+        self.next_inner(None::<(usize, DecodeMany)>)
+    }
+
+    /// [`Self::next_event`], with the chunk records that are already buffered
+    /// (up to `max_chunks` of the current segment) decoded ahead in one call of
+    /// `decode_many`, which gets their bodies and the program limits and returns
+    /// what [`crate::decode_chunk`] would for each, in order — on several threads,
+    /// say. The events, their order, every check and every error are exactly those
+    /// of [`Self::next_event`]; only the decoding moves. Memory stays bounded by
+    /// the input buffered plus `max_chunks` decoded chunks.
+    pub fn next_event_parallel<F>(&mut self, max_chunks: usize, decode_many: F) -> Result<Option<Event>, DecodeError>
+    where
+        F: FnOnce(&[&[u8]], &Limits) -> Vec<Result<Vec<u8>, FormatError>>,
+    {
+        self.next_inner(Some((max_chunks, decode_many)))
+    }
+
+    fn next_inner<F>(&mut self, mut ahead: Option<(usize, F)>) -> Result<Option<Event>, DecodeError>
+    where
+        F: FnOnce(&[&[u8]], &Limits) -> Vec<Result<Vec<u8>, FormatError>>,
+    {
         if let Some(e) = &self.failed {
             return Err(e.clone());
         }
         loop {
             if let Some(ev) = self.queue.pop_front() {
                 return Ok(Some(ev));
+            }
+            if matches!(self.state, State::Chunk) && self.predecoded.is_empty() {
+                if let Some((max, f)) = ahead.take() {
+                    self.decode_ahead(max, f);
+                }
             }
             match self.step() {
                 Ok(true) => {}
@@ -181,6 +215,46 @@ impl StreamDecoder {
             .at(&loc));
         }
         Ok(())
+    }
+
+    /// Decodes ahead the complete chunk records at the front of the buffer that
+    /// [`Self::record`] would accept up to their decoding (framing, checksum, chunk
+    /// header, lengths), at most `max` of them and only if there are two or more.
+    fn decode_ahead<F>(&mut self, max: usize, decode_many: F)
+    where
+        F: FnOnce(&[&[u8]], &Limits) -> Vec<Result<Vec<u8>, FormatError>>,
+    {
+        let Some(seg) = &self.segment else { return };
+        let (mut bytes_left, mut chunks_left) = (seg.bytes_left, seg.chunks_left);
+        let mut at = self.pos;
+        let mut bodies: Vec<&[u8]> = Vec::new();
+        let mut offsets: Vec<u64> = Vec::new();
+        while bodies.len() < max && chunks_left > 0 {
+            let avail = &self.buf[at..];
+            let Ok(head) = RecordHead::parse(avail) else { break };
+            if head.kind != RecordKind::Chunk || avail.len() < head.total_len() {
+                break;
+            }
+            let Ok((_, body)) = open_record(&avail[..head.total_len()]) else {
+                break;
+            };
+            let Ok(header) = ChunkRecord::parse(body) else { break };
+            let last = chunks_left == 1;
+            if header.decoded_len > bytes_left || (last && header.decoded_len != bytes_left) {
+                break;
+            }
+            bytes_left -= header.decoded_len;
+            chunks_left -= 1;
+            offsets.push(self.offset + (at - self.pos) as u64);
+            bodies.push(body);
+            at += head.total_len();
+        }
+        if bodies.len() < 2 {
+            return;
+        }
+        let limits = self.limits.program;
+        let results = decode_many(&bodies, &limits);
+        self.predecoded = offsets.into_iter().zip(results).collect();
     }
 
     fn consume(&mut self, n: usize) {
@@ -329,8 +403,19 @@ impl StreamDecoder {
                     }
                     .into());
                 }
-                let mut data = Vec::new();
-                decode_chunk_into(body, &self.limits.program, &mut data)?;
+                let data = match self.predecoded.pop_front() {
+                    Some((at, result)) if at == offset => result?,
+                    other => {
+                        // Nothing decoded ahead for this record (or, defensively,
+                        // for another one: drop it all).
+                        if other.is_some() {
+                            self.predecoded.clear();
+                        }
+                        let mut data = Vec::new();
+                        decode_chunk_into(body, &self.limits.program, &mut data)?;
+                        data
+                    }
+                };
                 seg.bytes_left -= data.len() as u64;
                 seg.chunks_left -= 1;
                 seg.chunk_no += 1;

@@ -5,8 +5,9 @@ use std::io::Read;
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result};
-use brevis_decoder::{Archive, DecodeLimits, Event, StreamDecoder};
+use brevis_decoder::{decode_chunk, Archive, DecodeLimits, Event, StreamDecoder};
 use brevis_encoder::atomic::AtomicFile;
+use rayon::prelude::*;
 
 use crate::common::{human, map_file, progress, CorruptArchive};
 use std::io::Write;
@@ -34,26 +35,72 @@ pub struct VerifyArgs {
     archive: PathBuf,
 }
 
+/// Input buffered ahead per worker thread, so that several chunk records are
+/// complete at once and can decode in parallel (chunks are at most a few MiB).
+const WINDOW_PER_THREAD: usize = 8 << 20;
+/// Chunks decoded ahead per worker thread.
+const CHUNKS_PER_THREAD: usize = 2;
+
 /// Streams the archive through the decoder with bounded memory, calling
 /// `on_event` for each event. Decoder errors become [`CorruptArchive`].
+///
+/// With more than one thread (`--threads`, default all cores) the chunk records
+/// already buffered decode ahead in parallel on rayon's pool: memory stays
+/// bounded by a window of input (`WINDOW_PER_THREAD` per thread) plus
+/// `CHUNKS_PER_THREAD` decoded chunks per thread, and the events, their order and
+/// every check are those of the one-thread decoder.
 fn stream_archive(path: &Path, quiet: bool, mut on_event: impl FnMut(Event) -> Result<()>) -> Result<()> {
     let mut f = File::open(path).with_context(|| format!("cannot open `{}`", path.display()))?;
     let total = f.metadata()?.len();
     let pb = progress(total, quiet, "decode");
     let mut dec = StreamDecoder::new(DecodeLimits::default());
+    let threads = rayon::current_num_threads();
+    let (window, ahead) = if threads > 1 {
+        (threads * WINDOW_PER_THREAD, threads * CHUNKS_PER_THREAD)
+    } else {
+        (0, 0)
+    };
     let mut buf = vec![0u8; 1 << 20];
+    let (mut eof, mut need_more) = (false, true);
     loop {
-        while let Some(ev) = dec.next_event().map_err(CorruptArchive)? {
-            on_event(ev)?;
+        // Read at least once when the decoder asked for more, then up to the window.
+        while !eof && (need_more || dec.buffered() < window) {
+            let n = f
+                .read(&mut buf)
+                .with_context(|| format!("cannot read `{}`", path.display()))?;
+            if n == 0 {
+                eof = true;
+            } else {
+                pb.inc(n as u64);
+                dec.push(&buf[..n]);
+            }
+            need_more = false;
         }
-        let n = f
-            .read(&mut buf)
-            .with_context(|| format!("cannot read `{}`", path.display()))?;
-        if n == 0 {
+        loop {
+            let ev = if ahead > 1 {
+                dec.next_event_parallel(ahead, |bodies, limits| {
+                    bodies.par_iter().map(|b| decode_chunk(b, limits)).collect()
+                })
+            } else {
+                dec.next_event()
+            };
+            match ev.map_err(CorruptArchive)? {
+                Some(ev) => {
+                    on_event(ev)?;
+                    // Refill before the window runs low, so chunks keep decoding ahead.
+                    if !eof && dec.buffered() < window / 2 {
+                        break;
+                    }
+                }
+                None => {
+                    need_more = true;
+                    break;
+                }
+            }
+        }
+        if eof && need_more {
             break;
         }
-        pb.inc(n as u64);
-        dec.push(&buf[..n]);
     }
     pb.finish_and_clear();
     dec.finish().map_err(CorruptArchive)?;

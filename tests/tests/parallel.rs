@@ -1,0 +1,120 @@
+//! `StreamDecoder::next_event_parallel` (chunks decoded ahead, as `brevis
+//! decompress --threads N` does) must give exactly the events and the errors of
+//! `next_event`, on whole, truncated and damaged archives, however the input is
+//! pushed.
+
+use std::fs;
+use std::path::Path;
+
+use brevis_decoder::format::program::Limits;
+use brevis_decoder::format::FormatError;
+use brevis_decoder::{decode_chunk, DecodeError, DecodeLimits, Event, StreamDecoder};
+use brevis_encoder::synth::CandidateSearch;
+use brevis_encoder::{compress_files, CompressOptions, InputFile};
+use brevis_tests::{safetensors_file, tensor_bytes};
+use safetensors::tensor::Dtype;
+
+/// An archive whose segments have many small chunks.
+fn many_chunks() -> Vec<u8> {
+    let file = safetensors_file(&[
+        ("w", Dtype::BF16, vec![64, 64], tensor_bytes(Dtype::BF16, 4096, 1)),
+        ("v", Dtype::F32, vec![1024], tensor_bytes(Dtype::F32, 1024, 2)),
+        ("u", Dtype::U8, vec![3000], tensor_bytes(Dtype::U8, 3000, 3)),
+    ]);
+    let inputs = [
+        InputFile {
+            archive_path: "m.safetensors".into(),
+            data: &file,
+        },
+        InputFile {
+            archive_path: "notes.txt".into(),
+            data: &b"some text, repeated; ".repeat(200),
+        },
+    ];
+    let options = CompressOptions {
+        chunk_bytes: 1024,
+        ..CompressOptions::default()
+    };
+    let (archive, _, _) =
+        compress_files(Vec::new(), &inputs, &CandidateSearch::default(), &options, &|_| {}).expect("compress");
+    archive
+}
+
+fn sequential(bodies: &[&[u8]], limits: &Limits) -> Vec<Result<Vec<u8>, FormatError>> {
+    bodies.iter().map(|b| decode_chunk(b, limits)).collect()
+}
+
+/// Every event (and the final error, if any) pushing `piece` bytes at a time.
+fn events(archive: &[u8], piece: usize, ahead: Option<usize>) -> (Vec<Event>, Option<DecodeError>) {
+    let mut dec = StreamDecoder::new(DecodeLimits::default());
+    let mut out = Vec::new();
+    for p in archive.chunks(piece.max(1)) {
+        dec.push(p);
+        loop {
+            let ev = match ahead {
+                None => dec.next_event(),
+                Some(max) => dec.next_event_parallel(max, sequential),
+            };
+            match ev {
+                Ok(Some(ev)) => out.push(ev),
+                Ok(None) => break,
+                Err(e) => return (out, Some(e)),
+            }
+        }
+    }
+    let end = dec.finish().err();
+    (out, end)
+}
+
+#[test]
+fn decoding_ahead_changes_nothing() {
+    let archive = many_chunks();
+    let (want, err) = events(&archive, archive.len(), None);
+    assert!(err.is_none(), "{err:?}");
+    let data = want.iter().filter(|e| matches!(e, Event::Data(_))).count();
+    assert!(data > 20, "only {data} chunks");
+    for piece in [archive.len(), 100_000, 5000, 777] {
+        for ahead in [2, 3, 8, 1000] {
+            assert_eq!(
+                events(&archive, piece, Some(ahead)),
+                (want.clone(), None),
+                "{piece} {ahead}"
+            );
+        }
+    }
+    let golden = fs::read(Path::new(env!("CARGO_MANIFEST_DIR")).join("golden/v1-mixed.brv")).unwrap();
+    let want = events(&golden, golden.len(), None);
+    assert!(want.1.is_none());
+    assert_eq!(events(&golden, golden.len(), Some(4)), want);
+}
+
+#[test]
+fn damaged_and_truncated_archives_fail_the_same_way() {
+    let archive = many_chunks();
+    let step = (archive.len() / 300).max(1);
+    for at in (0..archive.len()).step_by(step) {
+        let mut bad = archive.clone();
+        bad[at] ^= 0x5a;
+        assert_eq!(
+            events(&bad, bad.len(), Some(4)),
+            events(&bad, bad.len(), None),
+            "byte {at}"
+        );
+        let cut = &archive[..at];
+        assert_eq!(events(cut, 4096, Some(4)), events(cut, 4096, None), "prefix {at}");
+    }
+}
+
+#[test]
+fn a_decoder_that_returns_too_few_results_only_loses_the_head_start() {
+    let archive = many_chunks();
+    let want = events(&archive, archive.len(), None);
+    let mut dec = StreamDecoder::new(DecodeLimits::default());
+    dec.push(&archive);
+    let mut got = Vec::new();
+    while let Some(ev) = dec.next_event_parallel(6, |b, l| sequential(&b[..1], l)).unwrap() {
+        got.push(ev);
+    }
+    dec.finish().unwrap();
+    assert_eq!((got, None), want);
+}
