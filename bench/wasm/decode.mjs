@@ -1,0 +1,139 @@
+// Decode throughput, one run, same files, single thread unless stated:
+// brevis-decoder (wasm, in Node) through its raw call and through its stream
+// API, against native brevis, native zstd -3 / -19 and the npm zstd wasm
+// decoder (zstddec) on the zstd -19 file. Run by bench/wasm/run.sh.
+//
+//   node decode.mjs --brevis BIN --work DIR [--repeat N] FILE...
+//
+// Throughput is original bytes / best wall time of N runs after one warm-up
+// (MB = 10^6 bytes).
+// Native figures are whole processes (start, read, decode, checks; output to
+// /dev/null or verified in memory); wasm figures are the decode calls alone,
+// on bytes already in memory.
+import { execFileSync, spawnSync } from 'node:child_process';
+import { existsSync, readFileSync, statSync } from 'node:fs';
+import { basename, join } from 'node:path';
+import { parseArgs } from 'node:util';
+
+import { BrevisDecompressionStream, decodeArchive, init } from 'brevis-decoder';
+import { decode_all as rawDecodeAll } from 'brevis-decoder/wasm';
+import { ZSTDDecoder } from 'zstddec';
+
+const { values: opts, positionals: files } = parseArgs({
+  options: {
+    brevis: { type: 'string' },
+    work: { type: 'string' },
+    repeat: { type: 'string', default: '3' },
+  },
+  allowPositionals: true,
+});
+const REPEAT = Number(opts.repeat);
+const PIECE = 65536;
+
+// Each measure runs once untimed first (wasm tiers up, memory grows), then
+// REPEAT times timed.
+function best(fn) {
+  fn();
+  let t = Infinity;
+  for (let i = 0; i < REPEAT; i++) {
+    const t0 = performance.now();
+    fn();
+    t = Math.min(t, performance.now() - t0);
+  }
+  return t / 1000;
+}
+
+async function bestAsync(fn) {
+  await fn();
+  let t = Infinity;
+  for (let i = 0; i < REPEAT; i++) {
+    const t0 = performance.now();
+    await fn();
+    t = Math.min(t, performance.now() - t0);
+  }
+  return t / 1000;
+}
+
+function run(cmd, args, opts = {}) {
+  const r = spawnSync(cmd, args, { stdio: ['ignore', opts.stdout ?? 'ignore', 'pipe'], ...opts });
+  if (r.status !== 0) throw new Error(`${cmd} ${args.join(' ')} failed: ${r.stderr}`);
+}
+
+function ensure(path, make) {
+  if (!existsSync(path)) make();
+  return path;
+}
+
+await init();
+const zstd = new ZSTDDecoder();
+await zstd.init();
+
+const rows = [];
+for (const file of files) {
+  const name = basename(file);
+  const size = statSync(file).size;
+  const brv = ensure(join(opts.work, `${name}.brv`), () => run(opts.brevis, ['compress', '-q', '-o', join(opts.work, `${name}.brv`), file]));
+  const z19 = ensure(join(opts.work, `${name}.19.zst`), () => run('zstd', ['-19', '-T1', '-q', '-o', join(opts.work, `${name}.19.zst`), file]));
+  const z3 = ensure(join(opts.work, `${name}.3.zst`), () => run('zstd', ['-3', '-T1', '-q', '-o', join(opts.work, `${name}.3.zst`), file]));
+  const brvBytes = new Uint8Array(readFileSync(brv));
+  const z19Bytes = new Uint8Array(readFileSync(z19));
+
+  const row = { file: name, size, brv: brvBytes.length, zstd19: z19Bytes.length, secs: {} };
+  row.secs.native1 = best(() => run(opts.brevis, ['--threads', '1', 'verify', '-q', brv]));
+  row.secs.native2 = best(() => run(opts.brevis, ['--threads', '2', 'verify', '-q', brv]));
+  row.secs.zstd3 = best(() => run('zstd', ['-d', '-T1', '-q', '-c', z3], { stdout: 'ignore' }));
+  row.secs.zstd19 = best(() => run('zstd', ['-d', '-T1', '-q', '-c', z19], { stdout: 'ignore' }));
+
+  let check = 0;
+  row.secs.wasmRaw = best(() => {
+    const out = rawDecodeAll(brvBytes, Infinity);
+    check = out.reduce((n, f) => n + f.size, 0);
+  });
+  if (check !== size) throw new Error(`${name}: raw wasm decode gave ${check} bytes, expected ${size}`);
+  row.secs.wasmStream = await bestAsync(async () => {
+    let at = 0;
+    let n = 0;
+    const source = new ReadableStream({
+      pull(c) {
+        if (at >= brvBytes.length) return c.close();
+        c.enqueue(brvBytes.subarray(at, at + PIECE));
+        at += PIECE;
+      },
+    }, { highWaterMark: 0 });
+    for await (const piece of source.pipeThrough(new BrevisDecompressionStream())) n += piece.length;
+    if (n !== size) throw new Error(`${name}: stream gave ${n} bytes`);
+  });
+  row.secs.wasmDecodeArchive = await bestAsync(async () => {
+    const out = await decodeArchive(brvBytes);
+    if (out[0].size !== size) throw new Error(`${name}: decodeArchive size`);
+  });
+  row.secs.zstddec = best(() => {
+    const out = zstd.decode(z19Bytes, size);
+    if (out.length !== size) throw new Error(`${name}: zstddec size`);
+  });
+  rows.push(row);
+  console.error(`[bench-wasm] ${name}: ${JSON.stringify(row.secs)}`);
+}
+
+const mbps = (row, k) => row.size / row.secs[k] / 1e6;
+const cols = [
+  ['native1', 'brevis native 1T'],
+  ['native2', 'brevis native 2T'],
+  ['zstd3', 'zstd -3 -d'],
+  ['zstd19', 'zstd -19 -d'],
+  ['wasmRaw', 'brevis wasm raw'],
+  ['wasmStream', 'brevis wasm stream'],
+  ['wasmDecodeArchive', 'brevis wasm decodeArchive'],
+  ['zstddec', 'zstddec (wasm) on zstd -19'],
+];
+const lines = [];
+lines.push(`| file | MB | ${cols.map((c) => c[1]).join(' | ')} | stream / raw | wasm raw / native 1T | wasm stream / zstddec |`);
+lines.push(`|${'---|'.repeat(cols.length + 5)}`);
+for (const r of rows) {
+  lines.push(`| ${r.file} | ${(r.size / 1e6).toFixed(1)} | ${cols.map(([k]) => mbps(r, k).toFixed(0)).join(' | ')} | ${(mbps(r, 'wasmStream') / mbps(r, 'wasmRaw')).toFixed(2)} | ${(mbps(r, 'wasmRaw') / mbps(r, 'native1')).toFixed(2)} | ${(mbps(r, 'wasmStream') / mbps(r, 'zstddec')).toFixed(2)} |`);
+}
+const node = process.version;
+const head = execFileSync(process.execPath, ['-e', 'console.log(require("os").cpus()[0].model)']).toString().trim();
+console.log(`Decode throughput, MB/s of original bytes (best of ${REPEAT}), Node ${node}, ${head}.\n`);
+console.log(lines.join('\n'));
+console.log(`\n\`\`\`json\n${JSON.stringify(rows)}\n\`\`\``);

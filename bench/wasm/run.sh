@@ -1,0 +1,45 @@
+#!/usr/bin/env bash
+# Decode throughput of the npm package (wasm, under Node) against native
+# brevis, zstd and zstddec, in one run: writes bench/wasm/RESULTS.md.
+#
+#   bench/wasm/run.sh [FILE...]     (default: the BF16, FP16, FP32 and int8 corpus files)
+#
+# Env: BREVIS_BIN (default: cargo build --release), CORPUS (default
+# ~/.cache/brevis-corpus, fetched with ../shared/corpus/fetch.sh if missing),
+# REPEAT (default 3). Compressed files are kept in bench/out/wasm/.
+set -euo pipefail
+HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+ROOT=$(cd "$HERE/../.." && pwd)
+CORPUS=${CORPUS:-$HOME/.cache/brevis-corpus}
+log() { printf '[bench-wasm] %s\n' "$*" >&2; }
+
+if [[ -z ${BREVIS_BIN:-} ]]; then
+  (cd "$ROOT" && cargo build --release -q --bin brevis)
+  BREVIS_BIN=$ROOT/target/release/brevis
+fi
+if [[ $# -eq 0 ]]; then
+  [[ -d $CORPUS/all-minilm-l6-v2-derived ]] || "$ROOT/../shared/corpus/fetch.sh" "$CORPUS"
+  set -- "$CORPUS/all-minilm-l6-v2-derived/model.bf16-derived.safetensors" \
+    "$CORPUS/all-minilm-l6-v2-derived/model.f16-derived.safetensors" \
+    "$CORPUS/all-minilm-l6-v2/model.safetensors" \
+    "$CORPUS/all-minilm-l6-v2-int8-onnx/model.onnx"
+fi
+TGZ=$("$ROOT/scripts/build-npm.sh" | tail -1)
+cd "$HERE"
+npm ci --no-audit --no-fund --loglevel=error
+npm install --no-save --no-audit --no-fund --loglevel=error "$TGZ"
+WORK=$ROOT/bench/out/wasm
+mkdir -p "$WORK"
+rev=$(cd "$ROOT" && git rev-parse --short HEAD)
+{
+  echo "# Decode throughput: wasm (Node) vs native"
+  echo
+  echo "Made by \`bench/wasm/run.sh\` at $rev on $(date -u +%Y-%m-%d) (2-core machine, other work may run alongside)."
+  echo "Native rows are whole processes (\`brevis verify --threads N\`: read, decode, every checksum and SHA-256;"
+  echo "\`zstd -d -c > /dev/null\`); wasm rows are the calls alone on bytes in memory: the raw binding \`decode_all\`,"
+  echo "the \`BrevisDecompressionStream\` fed 64 KiB pieces, \`decodeArchive\`, and zstddec's \`decode\` of the zstd -19 file."
+  echo
+  node decode.mjs --brevis "$BREVIS_BIN" --work "$WORK" --repeat "${REPEAT:-3}" "$@"
+} > RESULTS.md.tmp
+mv RESULTS.md.tmp RESULTS.md
+log "wrote bench/wasm/RESULTS.md"
