@@ -6,6 +6,8 @@ use brevis_decoder::{Archive, DecodeLimits};
 use brevis_encoder::containers::{plan, Container, Layout};
 use brevis_format::archive::SegmentKind;
 use brevis_format::DType;
+use std::collections::HashMap;
+
 use brevis_tests::{round_trip, tensor_bytes, Rng};
 use safetensors::tensor::Dtype;
 
@@ -131,4 +133,131 @@ fn damaged_gguf_round_trips_as_plain_bytes() {
         assert_eq!(container, Container::Plain, "case {i}");
         round_trip(&[("m.gguf", bad)]);
     }
+}
+
+/// A stored zip of `entries` (name, bytes) with 64-byte aligned data, as
+/// `torch.save` writes it (padding in the local header's extra field).
+fn zip(entries: &[(&str, &[u8])]) -> Vec<u8> {
+    let mut out = Vec::new();
+    let mut central = Vec::new();
+    for (name, data) in entries {
+        let offset = out.len() as u32;
+        let pad = (64 - (out.len() + 30 + name.len() + 4) % 64) % 64;
+        let extra_len = 4 + pad;
+        out.extend_from_slice(b"PK\x03\x04");
+        out.extend_from_slice(&[20, 0, 0, 0, 0, 0, 0, 0, 0, 0]);
+        out.extend_from_slice(&0u32.to_le_bytes()); // crc (not checked here)
+        out.extend_from_slice(&(data.len() as u32).to_le_bytes());
+        out.extend_from_slice(&(data.len() as u32).to_le_bytes());
+        out.extend_from_slice(&(name.len() as u16).to_le_bytes());
+        out.extend_from_slice(&(extra_len as u16).to_le_bytes());
+        out.extend_from_slice(name.as_bytes());
+        out.extend_from_slice(&0x4246u16.to_le_bytes());
+        out.extend_from_slice(&(pad as u16).to_le_bytes());
+        out.extend(std::iter::repeat_n(b'Z', pad));
+        out.extend_from_slice(data);
+        central.extend_from_slice(b"PK\x01\x02");
+        central.extend_from_slice(&[20, 0, 20, 0, 0, 0, 0, 0, 0, 0, 0, 0]);
+        central.extend_from_slice(&0u32.to_le_bytes());
+        central.extend_from_slice(&(data.len() as u32).to_le_bytes());
+        central.extend_from_slice(&(data.len() as u32).to_le_bytes());
+        central.extend_from_slice(&(name.len() as u16).to_le_bytes());
+        central.extend_from_slice(&[0; 12]);
+        central.extend_from_slice(&offset.to_le_bytes());
+        central.extend_from_slice(name.as_bytes());
+    }
+    let cd_start = out.len() as u32;
+    out.extend_from_slice(&central);
+    out.extend_from_slice(b"PK\x05\x06\0\0\0\0");
+    out.extend_from_slice(&(entries.len() as u16).to_le_bytes());
+    out.extend_from_slice(&(entries.len() as u16).to_le_bytes());
+    out.extend_from_slice(&(central.len() as u32).to_le_bytes());
+    out.extend_from_slice(&cd_start.to_le_bytes());
+    out.extend_from_slice(&0u16.to_le_bytes());
+    out
+}
+
+/// A protocol-2 pickle of `{name: _rebuild_tensor_v2(('storage', torch.CLASS, key, 'cpu', n), ...)}`
+/// with the storage class memoized and fetched again by `BINGET` for the second tensor, as torch writes it.
+fn pickle(storages: &[(&str, &str, &str, u32)]) -> Vec<u8> {
+    fn s(out: &mut Vec<u8>, x: &str) {
+        out.push(b'X');
+        out.extend_from_slice(&(x.len() as u32).to_le_bytes());
+        out.extend_from_slice(x.as_bytes());
+    }
+    let mut p = vec![0x80, 2, b'}', b'q', 0, b'('];
+    let mut memo: HashMap<String, u8> = HashMap::new();
+    for (i, (name, class, key, n)) in storages.iter().enumerate() {
+        s(&mut p, name);
+        p.extend_from_slice(b"ctorch._utils\n_rebuild_tensor_v2\n");
+        p.extend_from_slice(b"((");
+        s(&mut p, "storage");
+        match memo.get(*class) {
+            Some(&m) => p.extend_from_slice(&[b'h', m]),
+            None => {
+                p.extend_from_slice(format!("ctorch\n{class}\n").as_bytes());
+                let m = 10 + i as u8;
+                p.extend_from_slice(&[b'q', m]);
+                memo.insert(class.to_string(), m);
+            }
+        }
+        s(&mut p, key);
+        s(&mut p, "cpu");
+        p.push(b'J');
+        p.extend_from_slice(&n.to_le_bytes());
+        p.extend_from_slice(&[b't', b'Q', b'K', 0, b'J']);
+        p.extend_from_slice(&n.to_le_bytes());
+        p.extend_from_slice(&[0x85, b')', 0x89]);
+        p.extend_from_slice(b"ccollections\nOrderedDict\n)Rt");
+        p.push(b'R');
+    }
+    p.extend_from_slice(b"u.");
+    p
+}
+
+#[test]
+fn pytorch_zip_storages_round_trip_as_tensors() {
+    let w = tensor_bytes(Dtype::F32, 30_000, 11);
+    let h = tensor_bytes(Dtype::F16, 50_000, 12);
+    let ids = tensor_bytes(Dtype::I64, 7, 13);
+    // Right element counts: three tensors. A wrong one for `w`: its storage
+    // stays opaque (viewed as 32-bit words), the others are still tensors.
+    for (w_numel, tensors) in [(30_000, 3), (29_999, 2)] {
+        let pkl = pickle(&[
+            ("w", "FloatStorage", "0", w_numel),
+            ("h", "HalfStorage", "1", 50_000),
+            ("ids", "LongStorage", "2", 7),
+        ]);
+        let file = zip(&[
+            ("archive/data.pkl", &pkl),
+            ("archive/byteorder", b"little"),
+            ("archive/data/0", &w),
+            ("archive/data/1", &h),
+            ("archive/data/2", &ids),
+            ("archive/version", b"3\n"),
+        ]);
+        let (container, plans) = plan("model.pt", &file).unwrap();
+        assert_eq!(container, Container::PyTorch);
+        let n = plans
+            .iter()
+            .filter(|p| matches!(p.kind, SegmentKind::Tensor { .. }))
+            .count();
+        assert_eq!(n, tensors);
+        let archive = round_trip(&[("model.pt", &file)]);
+        let a = Archive::open(&archive, DecodeLimits::default()).unwrap();
+        let (_, seg) = a.find_segment("archive/data/1").unwrap();
+        assert_eq!(
+            seg.kind,
+            SegmentKind::Tensor {
+                dtype: DType::F16,
+                shape: vec![50_000]
+            }
+        );
+    }
+    // A zip without storages, and a legacy (non-zip) pickle, stay plain.
+    let other = zip(&[("readme.txt", b"hello")]);
+    assert_eq!(plan("x.pt", &other).unwrap().0, Container::Plain);
+    let legacy = pickle(&[("w", "FloatStorage", "0", 4)]);
+    assert_eq!(plan("x.pth", &legacy).unwrap().0, Container::Plain);
+    round_trip(&[("x.pt", &other), ("x.pth", &legacy)]);
 }

@@ -11,6 +11,7 @@ use brevis_format::DType;
 pub mod gguf;
 pub mod onnx;
 pub mod plain;
+pub mod pytorch;
 pub mod safetensors;
 
 /// One segment of a file: what it is and which bytes it covers.
@@ -76,6 +77,8 @@ pub enum Container {
     Onnx,
     /// A GGUF file (llama.cpp): metadata, tensor infos, tensors.
     Gguf,
+    /// A zip-format PyTorch checkpoint: storages as tensors, the rest opaque.
+    PyTorch,
     /// Any other file: opaque bytes.
     Plain,
 }
@@ -84,8 +87,9 @@ pub enum Container {
 ///
 /// A file whose name ends in `.safetensors` must parse as safetensors; an
 /// `.onnx` file is read as ONNX when it parses and holds raw tensor data, a
-/// file starting with GGUF's magic as GGUF when it parses, else kept opaque;
-/// other files are tried as safetensors and otherwise kept as opaque bytes.
+/// file starting with GGUF's magic as GGUF when it parses, a zip holding
+/// stored PyTorch storages as a PyTorch checkpoint, else kept opaque; other
+/// files are tried as safetensors and otherwise kept as opaque bytes.
 pub fn plan(path: &str, data: &[u8]) -> Result<(Container, Vec<SegmentPlan>)> {
     if path.ends_with(".onnx") {
         if let Ok(p) = onnx::plan(data) {
@@ -96,6 +100,12 @@ pub fn plan(path: &str, data: &[u8]) -> Result<(Container, Vec<SegmentPlan>)> {
     if data.starts_with(b"GGUF") {
         return Ok(match gguf::plan(data) {
             Ok(p) => (Container::Gguf, p),
+            Err(_) => (Container::Plain, plain::plan(data)),
+        });
+    }
+    if data.starts_with(b"PK\x03\x04") {
+        return Ok(match pytorch::plan(data) {
+            Ok(p) => (Container::PyTorch, p),
             Err(_) => (Container::Plain, plain::plan(data)),
         });
     }

@@ -371,6 +371,15 @@ impl Synthesizer for CandidateSearch {
                 if let Some((e, m)) = dtype.float_layout() {
                     let mut b = self.field(root, &self.fields_policy());
                     self.float_candidates(root, e, m, &mut b);
+                    // 16-bit floats as two byte planes, each free to use LZ
+                    // (what the opaque view of the same bytes tries; it wins on
+                    // FP16 checkpoints with repeated rows).
+                    if w == 16 {
+                        let policy = self.lit;
+                        if let Some(n) = self.merge(root, MergeOp::BytePlanes(2), |c| leaf(c, &policy)) {
+                            keep_smaller(&mut b, n);
+                        }
+                    }
                     found.push(b);
                 } else {
                     let mut b = self.field(root, &self.fields_policy());
