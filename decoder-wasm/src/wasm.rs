@@ -295,8 +295,9 @@ impl ArchiveHandle {
     }
 
     /// The files: an array of `{ path, size, sha256, segments: [{ name, dtype,
-    /// shape, size, offset, chunks }] }` (dtype and shape `null` for opaque
-    /// segments; `offset` within the file; `chunks` how many).
+    /// shape, size, offset, chunks, stored }] }` (dtype and shape `null` for
+    /// opaque segments; `offset` within the file; `chunks` how many; `stored`
+    /// the bytes of its chunk records in the archive, framing included).
     pub fn files(&self) -> Array {
         let out = Array::new();
         for f in &self.files {
@@ -320,6 +321,8 @@ impl ArchiveHandle {
                 set(&seg, "size", JsValue::from_f64(s.len as f64));
                 set(&seg, "offset", JsValue::from_f64(s.file_offset as f64));
                 set(&seg, "chunks", JsValue::from_f64(s.chunks.len() as f64));
+                let stored: u64 = s.chunks.iter().map(|c| c.record_len).sum();
+                set(&seg, "stored", JsValue::from_f64(stored as f64));
                 segs.push(&seg);
             }
             set(&obj, "segments", segs.into());
@@ -376,6 +379,23 @@ impl ArchiveHandle {
             },
         };
         Err(js_error(&e))
+    }
+
+    /// The program of one chunk in the DSL's text form (as `brevis inspect`
+    /// prints it), after checking the chunk record's checksum.
+    pub fn program_text(&self, file: u32, segment: u32, chunk: u32) -> Result<String, JsValue> {
+        let f = self.file(file)?;
+        let c = f
+            .segments
+            .get(segment as usize)
+            .and_then(|s| s.chunks.get(chunk as usize))
+            .ok_or_else(|| JsValue::from(js_sys::Error::new("no such chunk in the file")))?;
+        let body = self.archive().chunk_body(c).map_err(|e| js_error(&e))?;
+        let parsed = brevis_format::archive::ChunkRecord::parse(body)
+            .and_then(|rec| brevis_format::program::parse(rec.program, &self.limits.program));
+        parsed
+            .map(|node| node.to_string())
+            .map_err(|e| js_error(&DecodeError::new(e)))
     }
 
     /// Decodes a whole file, its size and SHA-256 checked.

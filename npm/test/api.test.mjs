@@ -166,6 +166,11 @@ test('BrevisArchive lists files with sizes and serves Responses with content-len
     assert.equal(sha256(bytes), expected[f.path]);
     assert.equal(sha256(await archive.readFile(f.path)), expected[f.path]);
   }
+  const onnx = archive.files.find((f) => f.path === 'onnx/model_quantized.onnx');
+  const weight = onnx.segments.findIndex((s) => s.dtype === 'I8');
+  assert.ok(onnx.segments[weight].stored > 0 && onnx.segments[weight].stored <= onnx.segments[weight].size + 1024);
+  assert.match(archive.programText(onnx.path, weight), /^[A-Z][a-z]+/);
+  assert.throws(() => archive.programText(onnx.path, 1e6), (e) => e instanceof Error);
   assert.equal(archive.has('config.json'), true);
   assert.equal(archive.has('missing.json'), false);
   archive.close();

@@ -538,7 +538,7 @@ export class BrevisArchive {
 
   constructor(handle) {
     this._handle = handle;
-    /** `[{ path, size, sha256, segments: [{ name, dtype, shape, size, offset, chunks }] }]` */
+    /** `[{ path, size, sha256, segments: [{ name, dtype, shape, size, offset, chunks, stored }] }]` */
     this.files = handle.files();
   }
 
@@ -597,6 +597,19 @@ export class BrevisArchive {
         hasher.free();
       },
     }, { highWaterMark: 0 });
+  }
+
+  /**
+   * The program that rebuilds one chunk of a segment, in the DSL's text form
+   * (as `brevis inspect` prints it). `segment` is an index into the file's
+   * `segments`.
+   */
+  programText(path, segment, chunk = 0) {
+    try {
+      return this._handle.program_text(this._index(path), segment, chunk);
+    } catch (e) {
+      throw wrapError(e);
+    }
   }
 
   /** The file as a streaming `Response` carrying `content-length` (and a content type guessed from the name). */

@@ -134,8 +134,12 @@ export interface SegmentInfo {
   dtype: DType | null;
   shape: number[] | null;
   size: number;
+  /** Offset of the segment in the rebuilt file. */
   offset: number;
+  /** How many chunks. */
   chunks: number;
+  /** Bytes of its chunk records in the archive, framing included. */
+  stored: number;
 }
 
 export interface FileInfo {
@@ -152,6 +156,8 @@ export class BrevisArchive {
   has(path: string): boolean;
   readFile(path: string): Promise<Uint8Array>;
   stream(path: string): ReadableStream<Uint8Array>;
+  /** The program of one chunk of a segment (an index into the file's segments), in text form. */
+  programText(path: string, segment: number, chunk?: number): string;
   /** A streaming Response with content-length. */
   response(path: string): Response;
   close(): void;
