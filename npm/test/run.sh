@@ -19,5 +19,7 @@ npm ci --ignore-scripts --no-audit --no-fund --loglevel=error
 log "npm install $TGZ"
 npm install --no-save --ignore-scripts --no-audit --no-fund --loglevel=error "$TGZ"
 "$HERE/fixtures.sh" "$@"
+log "tsc: the package's types against a file that uses every export"
+npx --no-install tsc -p tsconfig.json
 log "node --test"
 node --test api.test.mjs ort.test.mjs transformers.test.mjs

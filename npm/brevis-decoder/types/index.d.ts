@@ -95,7 +95,7 @@ export interface DecompressionStreamOptions extends DecodeOptions {
 }
 
 /** Rebuilds one archived file: `response.body.pipeThrough(new BrevisDecompressionStream())`. */
-export class BrevisDecompressionStream extends TransformStream<BufferSource, Uint8Array> {
+export class BrevisDecompressionStream extends TransformStream<ArrayBufferView | ArrayBuffer, Uint8Array> {
   constructor(options?: DecompressionStreamOptions);
 }
 
@@ -122,8 +122,8 @@ export class BrevisDecoder {
   readonly bytesOut: number;
   readonly tensorsDone: number;
   readonly filesDone: number;
-  push(chunk: BufferSource): BrevisEvent[];
-  pushTo(chunk: BufferSource, emit: (event: BrevisEvent) => void): void;
+  push(chunk: ArrayBufferView | ArrayBuffer): BrevisEvent[];
+  pushTo(chunk: ArrayBufferView | ArrayBuffer, emit: (event: BrevisEvent) => void): void;
   /** The input has ended: throws unless the archive was complete. */
   end(): void;
   free(): void;
