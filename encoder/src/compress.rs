@@ -14,7 +14,7 @@ use brevis_format::wire::LitEncoding;
 use rayon::prelude::*;
 use sha2::{Digest, Sha256};
 
-use crate::containers::{self, plain, Container, Layout, SegmentPlan};
+use crate::containers::{self, plain, Container, ExternalData, Layout, SegmentPlan};
 use crate::synth::{Hint, Synthesizer};
 use crate::writer::ArchiveWriter;
 
@@ -229,9 +229,22 @@ pub fn compress_file<W: Write>(
     opts: &CompressOptions,
     progress: &(dyn Fn(u64) + Sync),
 ) -> Result<FileReport> {
+    compress_planned(w, file, &ExternalData::new(), synth, opts, progress)
+}
+
+/// [`compress_file`], with what the other files' containers say about this
+/// one (ONNX external data).
+fn compress_planned<W: Write>(
+    w: &mut ArchiveWriter<W>,
+    file: &InputFile<'_>,
+    external: &ExternalData,
+    synth: &dyn Synthesizer,
+    opts: &CompressOptions,
+    progress: &(dyn Fn(u64) + Sync),
+) -> Result<FileReport> {
     let started = Instant::now();
     let data = file.data;
-    let (container, plans) = containers::plan(&file.archive_path, data)?;
+    let (container, plans) = containers::plan_with(&file.archive_path, data, external)?;
     let plans: Vec<_> = plans
         .into_iter()
         .filter(|p| !p.range.is_empty() || matches!(p.kind, SegmentKind::Tensor { .. }))
@@ -336,9 +349,12 @@ pub fn compress_files<W: Write>(
 ) -> Result<(W, u64, Vec<FileReport>)> {
     let mut w = ArchiveWriter::new(out)?;
     let mut reports = Vec::with_capacity(files.len());
+    // A pre-pass over the models: which files hold their external data.
+    let all: Vec<(&str, &[u8])> = files.iter().map(|f| (f.archive_path.as_str(), f.data)).collect();
+    let external = containers::external_data(&all);
     for f in files {
         reports.push(
-            compress_file(&mut w, f, synth, opts, progress)
+            compress_planned(&mut w, f, &external, synth, opts, progress)
                 .with_context(|| format!("compressing `{}`", f.archive_path))?,
         );
     }

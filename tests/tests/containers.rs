@@ -8,7 +8,7 @@ use brevis_format::archive::SegmentKind;
 use brevis_format::DType;
 use std::collections::HashMap;
 
-use brevis_tests::{round_trip, tensor_bytes, Rng};
+use brevis_tests::{compress, round_trip, tensor_bytes, Rng};
 use safetensors::tensor::Dtype;
 
 fn gguf_string(out: &mut Vec<u8>, s: &str) {
@@ -260,4 +260,139 @@ fn pytorch_zip_storages_round_trip_as_tensors() {
     let legacy = pickle(&[("w", "FloatStorage", "0", 4)]);
     assert_eq!(plan("x.pth", &legacy).unwrap().0, Container::Plain);
     round_trip(&[("x.pt", &other), ("x.pth", &legacy)]);
+}
+
+fn varint(out: &mut Vec<u8>, mut v: u64) {
+    while v >= 0x80 {
+        out.push(v as u8 | 0x80);
+        v >>= 7;
+    }
+    out.push(v as u8);
+}
+
+fn pb_len(out: &mut Vec<u8>, field: u64, body: &[u8]) {
+    varint(out, field << 3 | 2);
+    varint(out, body.len() as u64);
+    out.extend_from_slice(body);
+}
+
+fn pb_varint(out: &mut Vec<u8>, field: u64, v: u64) {
+    varint(out, field << 3);
+    varint(out, v);
+}
+
+/// An ONNX initializer (TensorProto) whose data is at `offset` of `location`.
+fn onnx_external(name: &str, dims: &[u64], data_type: u64, location: &str, offset: usize, length: usize) -> Vec<u8> {
+    let mut t = Vec::new();
+    dims.iter().for_each(|&d| pb_varint(&mut t, 1, d));
+    pb_varint(&mut t, 2, data_type);
+    pb_len(&mut t, 8, name.as_bytes());
+    for (k, v) in [
+        ("location", location.to_string()),
+        ("offset", offset.to_string()),
+        ("length", length.to_string()),
+    ] {
+        let mut e = Vec::new();
+        pb_len(&mut e, 1, k.as_bytes());
+        pb_len(&mut e, 2, v.as_bytes());
+        pb_len(&mut t, 13, &e);
+    }
+    pb_varint(&mut t, 14, 1);
+    t
+}
+
+/// An ONNX initializer with raw data.
+fn onnx_raw(name: &str, dims: &[u64], data_type: u64, raw: &[u8]) -> Vec<u8> {
+    let mut t = Vec::new();
+    dims.iter().for_each(|&d| pb_varint(&mut t, 1, d));
+    pb_varint(&mut t, 2, data_type);
+    pb_len(&mut t, 8, name.as_bytes());
+    pb_len(&mut t, 9, raw);
+    t
+}
+
+fn onnx_model(initializers: &[Vec<u8>]) -> Vec<u8> {
+    let mut graph = Vec::new();
+    pb_len(&mut graph, 2, b"main");
+    initializers.iter().for_each(|t| pb_len(&mut graph, 5, t));
+    let mut model = Vec::new();
+    pb_varint(&mut model, 1, 8);
+    pb_len(&mut model, 7, &graph);
+    model
+}
+
+#[test]
+fn onnx_external_data_in_a_folder_becomes_tensors() {
+    let w = tensor_bytes(Dtype::F32, 40_000, 21);
+    let h = tensor_bytes(Dtype::F16, 30_000, 22);
+    // The data file as onnx's save_model writes it: tensors 4 KiB aligned.
+    let mut data = w.clone();
+    data.resize(data.len().next_multiple_of(4096), 0);
+    let h_at = data.len();
+    data.extend_from_slice(&h);
+    let model = onnx_model(&[
+        onnx_external("w", &[200, 200], 1, "model.onnx_data", 0, w.len()),
+        onnx_external("h", &[30_000], 10, "./model.onnx_data", h_at, h.len()),
+        onnx_raw("bias", &[16], 1, &tensor_bytes(Dtype::F32, 16, 23)),
+    ]);
+    let files: [(&str, &[u8]); 3] = [
+        ("onnx/model.onnx", &model),
+        ("onnx/model.onnx_data", &data),
+        ("config.json", b"{}"),
+    ];
+    let archive = round_trip(&files);
+    let a = Archive::open(&archive, DecodeLimits::default()).unwrap();
+    let data_file = a.files().iter().find(|f| f.path == "onnx/model.onnx_data").unwrap();
+    let kinds: Vec<(&str, &SegmentKind)> = data_file.segments.iter().map(|s| (s.name.as_str(), &s.kind)).collect();
+    assert_eq!(
+        kinds,
+        [
+            (
+                "w",
+                &SegmentKind::Tensor {
+                    dtype: DType::F32,
+                    shape: vec![200, 200]
+                }
+            ),
+            ("external data", &SegmentKind::Opaque),
+            (
+                "h",
+                &SegmentKind::Tensor {
+                    dtype: DType::F16,
+                    shape: vec![30_000]
+                }
+            ),
+        ]
+    );
+    // Alone (its model not in the archive), the data file is plain bytes.
+    let (container, _) = plan("model.onnx_data", &data).unwrap();
+    assert_eq!(container, Container::Plain);
+    round_trip(&files[1..2]);
+}
+
+#[test]
+fn packed_int4_tensors_are_viewed_as_nibbles() {
+    // Values around 8, packed two per byte.
+    let mut r = Rng(31);
+    let packed: Vec<u8> = (0..100_000)
+        .map(|_| {
+            let a = (8 + r.normal(1.5) as i64).clamp(0, 15) as u8;
+            let b = (8 + r.normal(1.5) as i64).clamp(0, 15) as u8;
+            a | b << 4
+        })
+        .collect();
+    let model = onnx_model(&[
+        onnx_raw("q", &[200_000], 22, &packed),
+        onnx_raw("scale", &[64], 1, &tensor_bytes(Dtype::F32, 64, 32)),
+    ]);
+    let (container, plans) = plan("model_q4.onnx", &model).unwrap();
+    assert_eq!(container, Container::Onnx);
+    let q = plans.iter().find(|p| p.name == "q").unwrap();
+    assert_eq!((q.kind.clone(), q.layout), (SegmentKind::Opaque, Layout::Nibbles));
+    let archive = round_trip(&[("model_q4.onnx", &model)]);
+    // Two nibbles of about 2.6 bits each: well under the 8 bits a byte costs.
+    assert!(archive.len() < packed.len() * 3 / 4, "{} bytes", archive.len());
+    let (_, reports) = compress(&[("model_q4.onnx", &model)]);
+    let q = reports[0].segments.iter().find(|s| s.name == "q").unwrap();
+    assert!(q.programs[0].starts_with("Merge.fields[4,4]"), "{}", q.programs[0]);
 }

@@ -2,6 +2,7 @@
 //! shape, opaque bytes for everything else) that together cover the file
 //! exactly, in order. More containers plug in here.
 
+use std::collections::HashMap;
 use std::ops::Range;
 
 use anyhow::Result;
@@ -79,6 +80,8 @@ pub enum Container {
     Gguf,
     /// A zip-format PyTorch checkpoint: storages as tensors, the rest opaque.
     PyTorch,
+    /// An ONNX external data file, mapped by the model(s) beside it.
+    OnnxExternalData,
     /// Any other file: opaque bytes.
     Plain,
 }
@@ -115,4 +118,48 @@ pub fn plan(path: &str, data: &[u8]) -> Result<(Container, Vec<SegmentPlan>)> {
         Err(e) if named => Err(e.context(format!("`{path}` is not a valid safetensors file"))),
         Err(_) => Ok((Container::Plain, plain::plan(data))),
     }
+}
+
+/// Tensors that ONNX models place in external data files, by the archive path
+/// of the data file.
+pub type ExternalData = HashMap<String, Vec<onnx::ExternalTensor>>;
+
+/// The external data references of every `.onnx` file among `files` (archive
+/// path, bytes), keyed by the data file's archive path (its `location`,
+/// relative to the model's folder). Models that do not parse, and locations
+/// that leave the folder (`..`, absolute paths), are skipped.
+pub fn external_data(files: &[(&str, &[u8])]) -> ExternalData {
+    let mut out = ExternalData::new();
+    for (path, data) in files.iter().filter(|(p, _)| p.ends_with(".onnx")) {
+        let Ok(tensors) = onnx::external_tensors(data) else {
+            continue;
+        };
+        let dir = path.rsplit_once('/').map(|(d, _)| d).unwrap_or("");
+        for t in tensors {
+            let mut parts: Vec<&str> = if dir.is_empty() {
+                Vec::new()
+            } else {
+                dir.split('/').collect()
+            };
+            let rel = t.location.replace('\\', "/");
+            if rel.starts_with('/') || rel.split('/').any(|c| c == "..") {
+                continue;
+            }
+            parts.extend(rel.split('/').filter(|c| !c.is_empty() && *c != "."));
+            out.entry(parts.join("/")).or_default().push(t);
+        }
+    }
+    out
+}
+
+/// [`plan`], except that a file some model in `external` keeps tensors in is
+/// mapped onto those tensors.
+pub fn plan_with(path: &str, data: &[u8], external: &ExternalData) -> Result<(Container, Vec<SegmentPlan>)> {
+    if let Some(tensors) = external.get(path) {
+        let plans = onnx::plan_external(data, tensors);
+        if plans.iter().any(|p| p.name != "external data") {
+            return Ok((Container::OnnxExternalData, plans));
+        }
+    }
+    plan(path, data)
 }

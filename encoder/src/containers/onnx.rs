@@ -3,7 +3,13 @@
 //! subgraphs) becomes a tensor segment over exactly those bytes; everything else
 //! — the graph, names, shapes, tensors stored in typed repeated fields — stays
 //! opaque. The file is rebuilt byte for byte because segments only *label*
-//! ranges of the original bytes.
+//! ranges of the original bytes. Packed 4-bit tensors (INT4, UINT4, FP4) have
+//! no archive dtype: they become opaque segments viewed as nibbles.
+//!
+//! Tensors stored outside the model (`data_location = EXTERNAL`, with
+//! `location`, `offset` and `length` entries) are collected by
+//! [`external_tensors`]; when the data file is archived with the model,
+//! [`plan_external`] maps it onto those tensors (see [`super::plan_with`]).
 //!
 //! The protobuf wire format is read by hand (about a hundred lines) rather than
 //! with generated `prost` types: we need the byte *positions* of fields, which
@@ -13,7 +19,9 @@
 use anyhow::{bail, Result};
 use brevis_format::DType;
 
-use super::SegmentPlan;
+use brevis_format::archive::SegmentKind;
+
+use super::{Layout, SegmentPlan};
 
 /// Protobuf wire types.
 const VARINT: u64 = 0;
@@ -100,23 +108,87 @@ impl Reader<'_> {
     }
 }
 
+/// ONNX's packed 4-bit types (UINT4, INT4, FLOAT4E2M1): two values per byte.
+fn is_packed4(onnx: u64) -> bool {
+    matches!(onnx, 21..=23)
+}
+
 /// A tensor found in the file: where its `raw_data` bytes are and what they hold.
 struct Found {
     name: String,
-    dtype: Option<DType>,
+    data_type: u64,
     dims: Vec<u64>,
     raw: Option<std::ops::Range<usize>>,
+    /// `TensorProto.external_data` entries (key, value).
+    external: Vec<(String, String)>,
+    /// `TensorProto.data_location` (1 = EXTERNAL).
+    location: u64,
 }
 
-fn walk(r: &mut Reader<'_>, end: usize, msg: Message, out: &mut Vec<SegmentPlan>, depth: u32) -> Result<()> {
+/// A tensor whose data lives in another file (`data_location = EXTERNAL`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ExternalTensor {
+    /// The tensor's name.
+    pub name: String,
+    /// `location`: the data file, relative to the model's directory.
+    pub location: String,
+    /// Where its bytes start in that file.
+    pub offset: u64,
+    /// How many bytes (the `length` entry, else computed from dims and dtype).
+    pub len: u64,
+    /// Its dtype and shape, where the archive has a dtype for it.
+    pub kind: SegmentKind,
+    /// Packed 4-bit values, or nothing special.
+    pub layout: Layout,
+}
+
+/// What a walk over the model collects.
+#[derive(Default)]
+struct Walk {
+    plans: Vec<SegmentPlan>,
+    external: Vec<ExternalTensor>,
+}
+
+/// The `(key, value)` of a `StringStringEntryProto` in `data[range]`.
+fn string_entry(data: &[u8], range: std::ops::Range<usize>) -> Result<(String, String)> {
+    let mut r = Reader { data, pos: range.start };
+    let (mut k, mut v) = (String::new(), String::new());
+    while r.pos < range.end {
+        let key = r.varint()?;
+        match key & 7 {
+            VARINT => {
+                r.varint()?;
+            }
+            LEN => {
+                let len = r.varint()?;
+                let start = r.pos;
+                r.skip(len, range.end)?;
+                let s = String::from_utf8_lossy(&data[start..r.pos]).into_owned();
+                match key >> 3 {
+                    1 => k = s,
+                    2 => v = s,
+                    _ => {}
+                }
+            }
+            FIXED64 => r.skip(8, range.end)?,
+            FIXED32 => r.skip(4, range.end)?,
+            other => bail!("unsupported protobuf wire type {other}"),
+        }
+    }
+    Ok((k, v))
+}
+
+fn walk(r: &mut Reader<'_>, end: usize, msg: Message, out: &mut Walk, depth: u32) -> Result<()> {
     if depth > 64 {
         bail!("messages nested more than 64 deep");
     }
     let mut t = Found {
         name: String::new(),
-        dtype: None,
+        data_type: 0,
         dims: Vec::new(),
         raw: None,
+        external: Vec::new(),
+        location: 0,
     };
     while r.pos < end {
         let key = r.varint()?;
@@ -126,7 +198,8 @@ fn walk(r: &mut Reader<'_>, end: usize, msg: Message, out: &mut Vec<SegmentPlan>
                 let v = r.varint()?;
                 match (msg, field) {
                     (Message::Tensor, 1) => t.dims.push(v),
-                    (Message::Tensor, 2) => t.dtype = dtype(v),
+                    (Message::Tensor, 2) => t.data_type = v,
+                    (Message::Tensor, 14) => t.location = v,
                     _ => {}
                 }
             }
@@ -150,6 +223,7 @@ fn walk(r: &mut Reader<'_>, end: usize, msg: Message, out: &mut Vec<SegmentPlan>
                     }
                     (Message::Tensor, 8) => t.name = String::from_utf8_lossy(&r.data[range]).into_owned(),
                     (Message::Tensor, 9) => t.raw = Some(range),
+                    (Message::Tensor, 13) => t.external.push(string_entry(r.data, range)?),
                     _ => {
                         if let Some(child) = child_message(msg, field) {
                             let mut inner = Reader {
@@ -165,21 +239,116 @@ fn walk(r: &mut Reader<'_>, end: usize, msg: Message, out: &mut Vec<SegmentPlan>
         }
     }
     if msg == Message::Tensor {
-        if let (Some(raw), Some(dtype)) = (t.raw, t.dtype) {
-            let bytes = t.dims.iter().try_fold(dtype.size() as u64, |a, &d| a.checked_mul(d));
-            if bytes == Some(raw.len() as u64) && !raw.is_empty() {
-                out.push(SegmentPlan::tensor(t.name, dtype, t.dims, raw));
-            }
-        }
+        tensor_found(t, out);
     }
     Ok(())
 }
 
+/// Records a tensor whose bytes match its dtype and shape: raw data as a
+/// segment, external data as a reference.
+fn tensor_found(t: Found, out: &mut Walk) {
+    let elems = t.dims.iter().try_fold(1u64, |a, &d| a.checked_mul(d));
+    let (kind, layout, bytes) = match (dtype(t.data_type), elems) {
+        (Some(dtype), Some(n)) => (
+            SegmentKind::Tensor {
+                dtype,
+                shape: t.dims.clone(),
+            },
+            Layout::Auto,
+            n.checked_mul(dtype.size() as u64),
+        ),
+        (None, Some(n)) if is_packed4(t.data_type) => (SegmentKind::Opaque, Layout::Nibbles, Some(n.div_ceil(2))),
+        _ => return,
+    };
+    let Some(bytes) = bytes.filter(|&b| b > 0) else { return };
+    if let Some(raw) = t.raw {
+        if bytes == raw.len() as u64 {
+            out.plans.push(SegmentPlan {
+                name: t.name,
+                kind,
+                range: raw,
+                layout,
+            });
+        }
+        return;
+    }
+    if t.location != 1 {
+        return;
+    }
+    let get = |k: &str| {
+        t.external
+            .iter()
+            .rev()
+            .find(|(key, _)| key == k)
+            .map(|(_, v)| v.as_str())
+    };
+    let Some(location) = get("location") else { return };
+    let offset = get("offset").map(str::parse::<u64>);
+    let len = get("length").map(str::parse::<u64>);
+    let (Ok(offset), Ok(len)) = (offset.unwrap_or(Ok(0)), len.unwrap_or(Ok(bytes))) else {
+        return;
+    };
+    if len != bytes {
+        return;
+    }
+    out.external.push(ExternalTensor {
+        name: t.name,
+        location: location.to_string(),
+        offset,
+        len,
+        kind,
+        layout,
+    });
+}
+
+/// The tensors of an ONNX model whose data is in external files.
+pub fn external_tensors(data: &[u8]) -> Result<Vec<ExternalTensor>> {
+    let mut w = Walk::default();
+    let mut r = Reader { data, pos: 0 };
+    walk(&mut r, data.len(), Message::Model, &mut w, 0)?;
+    Ok(w.external)
+}
+
+/// Segments of an external data file (`model.onnx_data`) given the tensors
+/// that models place in it: each tensor that fits in the file and overlaps no
+/// other becomes a segment (a second reference to the same bytes is
+/// skipped); the gaps are opaque.
+pub fn plan_external(data: &[u8], tensors: &[ExternalTensor]) -> Vec<SegmentPlan> {
+    let mut ts: Vec<&ExternalTensor> = tensors
+        .iter()
+        .filter(|t| t.offset.checked_add(t.len).is_some_and(|e| e <= data.len() as u64))
+        .collect();
+    ts.sort_by_key(|t| (t.offset, std::cmp::Reverse(t.len)));
+    let mut plans = Vec::with_capacity(ts.len() * 2 + 1);
+    let mut at = 0usize;
+    for t in ts {
+        let range = t.offset as usize..(t.offset + t.len) as usize;
+        if range.start < at {
+            continue;
+        }
+        if range.start > at {
+            plans.push(SegmentPlan::opaque("external data", at..range.start));
+        }
+        at = range.end;
+        plans.push(SegmentPlan {
+            name: t.name.clone(),
+            kind: t.kind.clone(),
+            range,
+            layout: t.layout,
+        });
+    }
+    if at < data.len() || plans.is_empty() {
+        plans.push(SegmentPlan::opaque("external data", at..data.len()));
+    }
+    plans
+}
+
 /// Segments of an ONNX model: tensors' `raw_data` as tensor segments, the rest opaque.
 pub fn plan(data: &[u8]) -> Result<Vec<SegmentPlan>> {
-    let mut tensors = Vec::new();
+    let mut w = Walk::default();
     let mut r = Reader { data, pos: 0 };
-    walk(&mut r, data.len(), Message::Model, &mut tensors, 0)?;
+    walk(&mut r, data.len(), Message::Model, &mut w, 0)?;
+    let mut tensors = w.plans;
     if tensors.is_empty() {
         bail!("no tensors with raw data");
     }
@@ -205,7 +374,6 @@ pub fn plan(data: &[u8]) -> Result<Vec<SegmentPlan>> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use brevis_format::archive::SegmentKind;
 
     fn varint(out: &mut Vec<u8>, mut v: u64) {
         while v >= 0x80 {
@@ -325,5 +493,59 @@ mod tests {
             assert!(plan(&model[..n]).is_err(), "prefix {n}");
         }
         assert!(plan(b"\x0f\xff\xff").is_err());
+    }
+
+    /// A TensorProto whose data is in `location` at `offset` (`length` given or not).
+    fn external(name: &str, dims: &[u64], data_type: u64, location: &str, offset: u64, length: Option<u64>) -> Vec<u8> {
+        let mut t = Vec::new();
+        dims.iter().for_each(|&d| field_varint(&mut t, 1, d));
+        field_varint(&mut t, 2, data_type);
+        field_len(&mut t, 8, name.as_bytes());
+        let mut entries = vec![("location", location.to_string()), ("offset", offset.to_string())];
+        if let Some(l) = length {
+            entries.push(("length", l.to_string()));
+        }
+        for (k, v) in entries {
+            let mut e = Vec::new();
+            field_len(&mut e, 1, k.as_bytes());
+            field_len(&mut e, 2, v.as_bytes());
+            field_len(&mut t, 13, &e);
+        }
+        field_varint(&mut t, 14, 1);
+        t
+    }
+
+    #[test]
+    fn external_data_is_mapped_onto_tensors() {
+        let mut graph = Vec::new();
+        field_len(&mut graph, 5, &external("a", &[4, 4], 1, "w.bin", 0, Some(64)));
+        field_len(&mut graph, 5, &external("b", &[10], 10, "w.bin", 128, None));
+        // Packed int4: 5 values in 3 bytes.
+        field_len(&mut graph, 5, &external("q", &[5], 22, "w.bin", 160, Some(3)));
+        // Wrong length, past the end, a second reference to `a`'s bytes.
+        field_len(&mut graph, 5, &external("bad", &[4], 1, "w.bin", 200, Some(15)));
+        field_len(&mut graph, 5, &external("far", &[4], 1, "w.bin", 1 << 40, None));
+        field_len(&mut graph, 5, &external("a2", &[4, 4], 1, "w.bin", 0, Some(64)));
+        let mut model = Vec::new();
+        field_len(&mut model, 7, &graph);
+        let ext = external_tensors(&model).unwrap();
+        assert_eq!(ext.len(), 5);
+        let data = vec![7u8; 300];
+        let plans = plan_external(&data, &ext);
+        let names: Vec<&str> = plans.iter().map(|p| p.name.as_str()).collect();
+        assert_eq!(
+            names,
+            ["a", "external data", "b", "external data", "q", "external data"]
+        );
+        assert_eq!(plans[2].range, 128..148);
+        assert_eq!(plans[4].layout, Layout::Nibbles);
+        let mut at = 0;
+        for p in &plans {
+            assert_eq!(p.range.start, at);
+            at = p.range.end;
+        }
+        assert_eq!(at, data.len());
+        // Nothing fits: the whole file is opaque.
+        assert_eq!(plan_external(&data[..10], &ext).len(), 1);
     }
 }
