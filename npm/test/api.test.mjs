@@ -142,6 +142,28 @@ test('readTensors yields each tensor with its dtype, shape and typed array, equa
   assert.equal(progress.bytesOut, fixture(SILERO).length);
 });
 
+test('breaking out of readTensors early cancels the source (stops the download)', async () => {
+  const brv = fixture('silero.brv');
+  let at = 0;
+  let cancelled = false;
+  const source = new ReadableStream({
+    pull(c) {
+      if (at >= brv.length) return c.close();
+      c.enqueue(brv.slice(at, at + 4096));
+      at += 4096;
+    },
+    cancel() {
+      cancelled = true;
+    },
+  }, { highWaterMark: 0 });
+  for await (const t of readTensors(source)) {
+    assert.equal(typeof t.name, 'string');
+    break;
+  }
+  assert.equal(cancelled, true);
+  assert.ok(at < brv.length, 'the source was read to the end');
+});
+
 test('readTensors maps ONNX initializers to typed arrays (int8 weights, float32 scales)', async () => {
   const kinds = new Map();
   for await (const t of readTensors(fixture('minilm-int8.brv'))) {

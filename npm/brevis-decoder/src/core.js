@@ -362,13 +362,19 @@ async function* chunksOf(source) {
   if (typeof Blob !== 'undefined' && source instanceof Blob) source = source.stream();
   if (source && typeof source.getReader === 'function') {
     const reader = source.getReader();
+    let finished = false;
     try {
       for (;;) {
         const { done, value } = await reader.read();
-        if (done) return;
+        if (done) {
+          finished = true;
+          return;
+        }
         yield asBytes(value);
       }
     } finally {
+      // Stopped early (an error, or the caller broke out): stop the download too.
+      if (!finished) await reader.cancel().catch(() => {});
       reader.releaseLock();
     }
   }
@@ -570,11 +576,11 @@ export class BrevisArchive {
     let s = 0;
     let c = 0;
     let hasher;
+    // The hasher is made on the first pull: a Response nobody reads (some
+    // callers ask twice) holds no wasm memory.
     return new ReadableStream({
-      start() {
-        hasher = new Sha256Hasher();
-      },
       pull(controller) {
+        hasher ??= new Sha256Hasher();
         try {
           while (s < segments.length && c >= segments[s].chunks) {
             s += 1;
@@ -583,6 +589,7 @@ export class BrevisArchive {
           if (s >= segments.length) {
             handle.verify_file(fi, hasher);
             hasher.free();
+            hasher = undefined;
             controller.close();
             return;
           }
@@ -590,11 +597,12 @@ export class BrevisArchive {
           c += 1;
         } catch (e) {
           hasher.free();
+          hasher = undefined;
           throw wrapError(e);
         }
       },
       cancel() {
-        hasher.free();
+        hasher?.free();
       },
     }, { highWaterMark: 0 });
   }
