@@ -154,24 +154,30 @@ impl StreamDecoder {
     /// Decodes the next event from buffered bytes. `Ok(None)` means more input
     /// is needed. After an error, the same error is returned again.
     pub fn next_event(&mut self) -> Result<Option<Event>, DecodeError> {
-        self.next_inner(None::<(usize, DecodeMany)>)
+        self.next_inner(None::<(usize, u64, DecodeMany)>)
     }
 
     /// [`Self::next_event`], with the chunk records that are already buffered
-    /// (up to `max_chunks` of the current segment) decoded ahead in one call of
-    /// `decode_many`, which gets their bodies and the program limits and returns
-    /// what [`crate::decode_chunk`] would for each, in order — on several threads,
-    /// say. The events, their order, every check and every error are exactly those
-    /// of [`Self::next_event`]; only the decoding moves. Memory stays bounded by
-    /// the input buffered plus `max_chunks` decoded chunks.
-    pub fn next_event_parallel<F>(&mut self, max_chunks: usize, decode_many: F) -> Result<Option<Event>, DecodeError>
+    /// (at most `max_chunks`, and no more once they declare `max_bytes` of output)
+    /// decoded ahead in one call of `decode_many`, which gets their bodies and the
+    /// program limits and returns what [`crate::decode_chunk`] would for each, in
+    /// order — on several threads, say. The events, their order, every check and
+    /// every error are exactly those of [`Self::next_event`]; only the decoding
+    /// moves. Memory stays bounded by the input buffered plus the decoded chunks
+    /// (`max_bytes` and one chunk, whose size the program limits bound).
+    pub fn next_event_parallel<F>(
+        &mut self,
+        max_chunks: usize,
+        max_bytes: usize,
+        decode_many: F,
+    ) -> Result<Option<Event>, DecodeError>
     where
         F: FnOnce(&[&[u8]], &Limits) -> Vec<Result<Vec<u8>, FormatError>>,
     {
-        self.next_inner(Some((max_chunks, decode_many)))
+        self.next_inner(Some((max_chunks, max_bytes as u64, decode_many)))
     }
 
-    fn next_inner<F>(&mut self, mut ahead: Option<(usize, F)>) -> Result<Option<Event>, DecodeError>
+    fn next_inner<F>(&mut self, mut ahead: Option<(usize, u64, F)>) -> Result<Option<Event>, DecodeError>
     where
         F: FnOnce(&[&[u8]], &Limits) -> Vec<Result<Vec<u8>, FormatError>>,
     {
@@ -182,9 +188,9 @@ impl StreamDecoder {
             if let Some(ev) = self.queue.pop_front() {
                 return Ok(Some(ev));
             }
-            if matches!(self.state, State::Chunk) && self.predecoded.is_empty() {
-                if let Some((max, f)) = ahead.take() {
-                    self.decode_ahead(max, f);
+            if matches!(self.state, State::FileOrIndex | State::Segment | State::Chunk) && self.predecoded.is_empty() {
+                if let Some((max, max_bytes, f)) = ahead.take() {
+                    self.decode_ahead(max, max_bytes, f);
                 }
             }
             match self.step() {
@@ -217,36 +223,41 @@ impl StreamDecoder {
         Ok(())
     }
 
-    /// Decodes ahead the complete chunk records at the front of the buffer that
-    /// [`Self::record`] would accept up to their decoding (framing, checksum, chunk
-    /// header, lengths), at most `max` of them and only if there are two or more.
-    fn decode_ahead<F>(&mut self, max: usize, decode_many: F)
+    /// Decodes ahead the complete chunk records at the front of the buffer (past
+    /// any FILE and SEGMENT records between them, up to an INDEX or an incomplete
+    /// record), at most `max` of them and no more once they declare `max_bytes`,
+    /// and only if there are two or more. A chunk
+    /// whose framing, checksum or header is bad ends the run: [`Self::record`]
+    /// reports it when it gets there. The results are keyed by record offset and
+    /// only used by the chunk record at that offset, after the same checks as
+    /// always, so what is decoded ahead never changes an event or an error.
+    fn decode_ahead<F>(&mut self, max: usize, max_bytes: u64, decode_many: F)
     where
         F: FnOnce(&[&[u8]], &Limits) -> Vec<Result<Vec<u8>, FormatError>>,
     {
-        let Some(seg) = &self.segment else { return };
-        let (mut bytes_left, mut chunks_left) = (seg.bytes_left, seg.chunks_left);
         let mut at = self.pos;
         let mut bodies: Vec<&[u8]> = Vec::new();
         let mut offsets: Vec<u64> = Vec::new();
-        while bodies.len() < max && chunks_left > 0 {
+        let mut bytes = 0u64;
+        while bodies.len() < max && bytes < max_bytes {
             let avail = &self.buf[at..];
             let Ok(head) = RecordHead::parse(avail) else { break };
-            if head.kind != RecordKind::Chunk || avail.len() < head.total_len() {
+            if avail.len() < head.total_len() {
                 break;
             }
-            let Ok((_, body)) = open_record(&avail[..head.total_len()]) else {
-                break;
-            };
-            let Ok(header) = ChunkRecord::parse(body) else { break };
-            let last = chunks_left == 1;
-            if header.decoded_len > bytes_left || (last && header.decoded_len != bytes_left) {
-                break;
+            match head.kind {
+                RecordKind::File | RecordKind::Segment => {}
+                RecordKind::Chunk => {
+                    let Ok((_, body)) = open_record(&avail[..head.total_len()]) else {
+                        break;
+                    };
+                    let Ok(header) = ChunkRecord::parse(body) else { break };
+                    bytes = bytes.saturating_add(header.decoded_len);
+                    offsets.push(self.offset + (at - self.pos) as u64);
+                    bodies.push(body);
+                }
+                _ => break,
             }
-            bytes_left -= header.decoded_len;
-            chunks_left -= 1;
-            offsets.push(self.offset + (at - self.pos) as u64);
-            bodies.push(body);
             at += head.total_len();
         }
         if bodies.len() < 2 {

@@ -53,7 +53,7 @@ fn events(archive: &[u8], piece: usize, ahead: Option<usize>) -> (Vec<Event>, Op
         loop {
             let ev = match ahead {
                 None => dec.next_event(),
-                Some(max) => dec.next_event_parallel(max, sequential),
+                Some(max) => dec.next_event_parallel(max, usize::MAX, sequential),
             };
             match ev {
                 Ok(Some(ev)) => out.push(ev),
@@ -81,6 +81,16 @@ fn decoding_ahead_changes_nothing() {
                 "{piece} {ahead}"
             );
         }
+    }
+    // A byte budget ends batches too (at least two chunks each).
+    for max_bytes in [0, 1, 1500, 5000] {
+        let mut dec = StreamDecoder::new(DecodeLimits::default());
+        dec.push(&archive);
+        let mut got = Vec::new();
+        while let Some(ev) = dec.next_event_parallel(100, max_bytes, sequential).unwrap() {
+            got.push(ev);
+        }
+        assert_eq!(got, want, "{max_bytes}");
     }
     let golden = fs::read(Path::new(env!("CARGO_MANIFEST_DIR")).join("golden/v1-mixed.brv")).unwrap();
     let want = events(&golden, golden.len(), None);
@@ -112,7 +122,10 @@ fn a_decoder_that_returns_too_few_results_only_loses_the_head_start() {
     let mut dec = StreamDecoder::new(DecodeLimits::default());
     dec.push(&archive);
     let mut got = Vec::new();
-    while let Some(ev) = dec.next_event_parallel(6, |b, l| sequential(&b[..1], l)).unwrap() {
+    while let Some(ev) = dec
+        .next_event_parallel(6, usize::MAX, |b, l| sequential(&b[..1], l))
+        .unwrap()
+    {
         got.push(ev);
     }
     dec.finish().unwrap();

@@ -35,19 +35,22 @@ pub struct VerifyArgs {
     archive: PathBuf,
 }
 
-/// Input buffered ahead per worker thread, so that several chunk records are
-/// complete at once and can decode in parallel (chunks are at most a few MiB).
-const WINDOW_PER_THREAD: usize = 8 << 20;
-/// Chunks decoded ahead per worker thread.
-const CHUNKS_PER_THREAD: usize = 2;
+/// Decoded bytes decoded ahead per worker thread: a few chunks of the default
+/// 4 MiB each, and many small ones (tensors smaller than a chunk are chunks of
+/// their own), so every thread has work until the batch ends.
+const AHEAD_PER_THREAD: usize = 8 << 20;
+/// Input buffered per worker thread: more than it takes to fill a batch.
+const WINDOW_PER_THREAD: usize = 12 << 20;
+/// Chunks decoded ahead per worker thread, at most.
+const CHUNKS_PER_THREAD: usize = 64;
 
 /// Streams the archive through the decoder with bounded memory, calling
 /// `on_event` for each event. Decoder errors become [`CorruptArchive`].
 ///
 /// With more than one thread (`--threads`, default all cores) the chunk records
 /// already buffered decode ahead in parallel on rayon's pool: memory stays
-/// bounded by a window of input (`WINDOW_PER_THREAD` per thread) plus
-/// `CHUNKS_PER_THREAD` decoded chunks per thread, and the events, their order and
+/// bounded by a window of input (`WINDOW_PER_THREAD` per thread) plus about
+/// `AHEAD_PER_THREAD` decoded bytes per thread, and the events, their order and
 /// every check are those of the one-thread decoder.
 fn stream_archive(path: &Path, quiet: bool, mut on_event: impl FnMut(Event) -> Result<()>) -> Result<()> {
     let mut f = File::open(path).with_context(|| format!("cannot open `{}`", path.display()))?;
@@ -55,10 +58,14 @@ fn stream_archive(path: &Path, quiet: bool, mut on_event: impl FnMut(Event) -> R
     let pb = progress(total, quiet, "decode");
     let mut dec = StreamDecoder::new(DecodeLimits::default());
     let threads = rayon::current_num_threads();
-    let (window, ahead) = if threads > 1 {
-        (threads * WINDOW_PER_THREAD, threads * CHUNKS_PER_THREAD)
+    let (window, ahead, ahead_bytes) = if threads > 1 {
+        (
+            threads * WINDOW_PER_THREAD,
+            threads * CHUNKS_PER_THREAD,
+            threads * AHEAD_PER_THREAD,
+        )
     } else {
-        (0, 0)
+        (0, 0, 0)
     };
     let mut buf = vec![0u8; 1 << 20];
     let (mut eof, mut need_more) = (false, true);
@@ -78,7 +85,7 @@ fn stream_archive(path: &Path, quiet: bool, mut on_event: impl FnMut(Event) -> R
         }
         loop {
             let ev = if ahead > 1 {
-                dec.next_event_parallel(ahead, |bodies, limits| {
+                dec.next_event_parallel(ahead, ahead_bytes, |bodies, limits| {
                     bodies.par_iter().map(|b| decode_chunk(b, limits)).collect()
                 })
             } else {
