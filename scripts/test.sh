@@ -65,6 +65,9 @@ cargo run --release -q --bin brevis >/dev/null
 log "npm package brevis-decoder: build, pack, Node tests (ONNX Runtime Web, transformers.js)"
 npm/test/run.sh target/release/brevis
 
+log "demo page www/: build, then browser tests in Chromium (playwright-core)"
+BREVIS_TGZ=$(ls "$PWD"/npm/dist/brevis-decoder-*.tgz | tail -1) www/run-tests.sh target/release/brevis
+
 log "a short fuzz pass (12 s a target; skipped without nightly and cargo-fuzz)"
 scripts/fuzz.sh 12
 log "all checks passed"

@@ -196,7 +196,7 @@ async function showResult(job, r) {
 // `_model.encoder.0`); names without one group by their first two components
 // with digits as `#` (exporters' anonymous `val_57_q` become `val_#_q`).
 function layerOf(seg) {
-  if (seg.dtype == null) return 'opaque (headers, graph, text)';
+  if (seg.dtype == null) return 'opaque bytes';
   const parts = seg.name.split(/[./]/);
   const i = parts.findIndex((p) => /^\d+$/.test(p));
   const key = i >= 0 ? parts.slice(0, i + 1).join('.') : parts.slice(0, 2).join('.').replace(/\d+/g, '#');
@@ -478,7 +478,7 @@ async function runPipeline() {
     const match = cache.match.bind(cache);
     cache.match = async (key) => {
       const res = await match(key);
-      if (res) served.push(cache.resolve(key).path);
+      if (res && !served.includes(cache.resolve(key).path)) served.push(cache.resolve(key).path);
       return res;
     };
     env.allowLocalModels = true;
@@ -501,7 +501,7 @@ async function runPipeline() {
     out.replaceChildren(el('p', { class: 'verdict', 'data-state': 'bad', text: `✗ transformers.js: ${err?.message ?? err}` }));
   }
 }
-$('infer-card').append(el('button', { id: 'run-tjs', type: 'button', class: 'secondary', text: 'Also through transformers.js (BrevisModelCache)', onclick: runPipeline }));
+$('run-tjs').addEventListener('click', runPipeline);
 
 // ------------------------------------------------------------------ the Service Worker
 async function runEdge() {

@@ -89,10 +89,25 @@ test('the model archive decodes in a worker, every hash matches, throughput is s
   assert.ok((await page.locator('#tensors details pre').first().textContent()).length > 0);
   assert.ok((await page.locator('#chart-dtype svg rect').count()) >= 4);
   assert.ok((await page.locator('#chart-layer svg text', { hasText: 'layer.5' }).count()) >= 1);
-  const figure = { archive: d.name, outputBytes: d.stats.bytesOut, ms: d.stats.ms, mbps: d.mbps, shown: await page.textContent('#p-speed') };
-  writeFileSync(join(ARTIFACTS, 'throughput.json'), `${JSON.stringify(figure, null, 1)}\n`);
-  console.log(`# in-browser decode: ${figure.outputBytes} B of output in ${figure.ms.toFixed(0)} ms = ${figure.mbps.toFixed(1)} MB/s (page shows ${figure.shown})`);
   await shot(page, '02-decoded');
+  // Throughput, as the page shows it: this decode and four more of the same
+  // archive (the machine may be shared: the median is the figure).
+  const runs = [{ ms: d.stats.ms, mbps: d.mbps, shown: await page.textContent('#p-speed') }];
+  for (let i = 0; i < 4; i++) {
+    await page.click('button.demo[data-url="/demo/all-MiniLM-L6-v2.brv"]');
+    await page.waitForFunction(() => window.brevisDemo.decode?.state === 'running', null, { timeout: 10_000 }).catch(() => {});
+    await waitState(page, 'decode');
+    const x = await page.evaluate(() => window.brevisDemo.decode);
+    assert.equal(x.state, 'done');
+    runs.push({ ms: x.stats.ms, mbps: x.mbps, shown: await page.textContent('#p-speed') });
+  }
+  const sorted = runs.map((r) => r.mbps).sort((a, b) => a - b);
+  const figure = {
+    archive: d.name, archiveBytes: d.archiveSize, outputBytes: d.stats.bytesOut, medianMBps: sorted[2], runs,
+    browser: await page.evaluate(() => navigator.userAgent), note: 'MB/s = decoded output bytes / 1e6 / decode seconds, measured in the decode worker (archive already in memory)',
+  };
+  writeFileSync(join(ARTIFACTS, 'throughput.json'), `${JSON.stringify(figure, null, 1)}\n`);
+  console.log(`# in-browser decode of ${d.name}: ${figure.outputBytes} B of output; MB/s per run ${runs.map((r) => r.mbps.toFixed(1)).join(', ')}; median ${figure.medianMBps.toFixed(1)} MB/s`);
   await page.locator('#tensors details').nth(3).evaluate((e) => (e.open = true));
   await page.locator('#tensors').scrollIntoViewIfNeeded();
   await page.screenshot({ path: join(ARTIFACTS, '03-table.png') });
