@@ -12,6 +12,11 @@ const MODEL_ID = 'Xenova/all-MiniLM-L6-v2';
 const MODEL_ARCHIVE = '/demo/all-MiniLM-L6-v2.brv';
 const MODEL_PLAIN = `/models/${MODEL_ID}/onnx/model_quantized.onnx`;
 const MODEL_IN_ARCHIVE = 'onnx/model_quantized.onnx';
+// ONNX Runtime Web's own .wasm/.mjs, served from here (never a CDN): copied
+// into public/ by scripts/prepare.sh for the build; in `vite dev` straight
+// from node_modules (the dev server refuses module imports out of public/).
+const ORT_WASM = import.meta.env.DEV ? '/node_modules/onnxruntime-web/dist/' : '/ort/';
+const TJS_ORT_WASM = import.meta.env.DEV ? '/node_modules/@huggingface/transformers/node_modules/onnxruntime-web/dist/' : '/ort-tjs/';
 
 // ------------------------------------------------------------------ formatting
 function fmtBytes(n) {
@@ -324,7 +329,7 @@ window.addEventListener('drop', (e) => e.preventDefault());
 let ortPromise;
 function loadOrt() {
   ortPromise ??= import('onnxruntime-web/wasm').then((ort) => {
-    ort.env.wasm.wasmPaths = '/ort/';
+    ort.env.wasm.wasmPaths = ORT_WASM;
     ort.env.wasm.numThreads = 1;
     ort.env.wasm.proxy = false;
     return ort;
@@ -461,7 +466,7 @@ async function runPipeline() {
     await init(wasmUrl);
     env.allowRemoteModels = false;
     env.useBrowserCache = false;
-    env.backends.onnx.wasm.wasmPaths = '/ort-tjs/';
+    env.backends.onnx.wasm.wasmPaths = TJS_ORT_WASM;
     env.backends.onnx.wasm.numThreads = 1;
     const run = async () => {
       const p = await pipeline('feature-extraction', MODEL_ID, { dtype: 'q8', device: 'wasm' });
