@@ -145,10 +145,13 @@ async function showResult(job, r) {
   const mbps = r.stats.bytesOut / 1e6 / (r.stats.ms / 1000);
 
   let zstd = null;
-  if (job.url) {
+  // The zstd figure recorded beside the archive; for a dropped file, the demo
+  // archive of the same name and size, if there is one.
+  for (const url of job.url ? [`${job.url}.json`] : [`/demo/${encodeURIComponent(job.name)}.json`]) {
     try {
-      const res = await fetch(`${job.url}.json`);
-      if (res.ok) zstd = await res.json();
+      const res = await fetch(url);
+      const j = res.ok ? await res.json() : null;
+      if (j && j.archiveSize === r.archiveSize) zstd = j;
     } catch {
       /* no comparison recorded for this archive */
     }
@@ -180,7 +183,7 @@ async function showResult(job, r) {
   // Bit-exactness panel.
   $('exact-verdict').dataset.state = allOk ? 'ok' : 'bad';
   $('exact-verdict').textContent = allOk
-    ? `✓ All ${rows.length} file${rows.length === 1 ? '' : 's'} rebuilt bit for bit: three SHA-256 hashes agree for each.`
+    ? (rows.length === 1 ? '✓ The file was rebuilt bit for bit: its three SHA-256 hashes agree.' : `✓ All ${rows.length} files rebuilt bit for bit: three SHA-256 hashes agree for each.`)
     : '✗ A hash does not match.';
   $('exact-table').replaceChildren(
     el('thead', {}, el('tr', {}, ...['File', 'Size', 'Archive', 'Decoder', 'Page (crypto.subtle)', ''].map((h) => el('th', { text: h })))),

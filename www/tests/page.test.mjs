@@ -129,6 +129,7 @@ test('a dropped file decodes too (drag and drop)', async () => {
   assert.equal(d.state, 'done', JSON.stringify(d.error));
   assert.equal(d.allOk, true);
   assert.equal(d.name, 'silero_vad_16k.brv');
+  assert.ok(d.zstd && d.zstd.zstd19Size > d.archiveSize, 'the demo archive\'s zstd -19 figure, found by name and size');
   await shot(page, '04-dropped-silero');
   await page.close();
 });
