@@ -276,7 +276,7 @@ function drawTable(index) {
       const tr = el('tr', { 'data-filter': `${f.path} ${s.name} ${s.dtype ?? 'opaque'}`.toLowerCase() },
         el('td', { class: 'mono name', text: s.name, title: s.name }),
         el('td', {}, el('span', { class: `dt ${s.dtype ? '' : 'opaque'}`, text: s.dtype ?? 'opaque' })),
-        el('td', { class: 'mono', text: s.shape ? `[${s.shape.join(', ')}]` : '—' }),
+        el('td', { class: 'mono shape', text: s.shape ? `[${s.shape.join(', ')}]` : '—' }),
         el('td', { class: 'num', text: fmtBytes(s.size) }), el('td', { class: 'num', text: fmtBytes(s.stored) }),
         el('td', { class: 'num', text: pct(s.stored, s.size) }),
         el('td', { class: 'prog' }, details));
