@@ -461,12 +461,11 @@ async function runPipeline() {
   state.tjs = { state: 'running' };
   out.replaceChildren(el('p', { class: 'muted small', text: 'transformers.js: loading the pipeline twice (out of the archive, then the plain files)…' }));
   try {
-    const [{ env, pipeline }, { BrevisModelCache }, { init }, { default: wasmUrl }] = await Promise.all([
-      import('@huggingface/transformers'), import('brevis-decoder/transformers'), import('brevis-decoder'), import('brevis-decoder/brevis_decoder_bg.wasm?url'),
+    // No explicit init: the package finds its .wasm by itself, bundled or not
+    // (this path is the test that it does).
+    const [{ env, pipeline }, { BrevisModelCache }] = await Promise.all([
+      import('@huggingface/transformers'), import('brevis-decoder/transformers'),
     ]);
-    // Explicit: the package's `sideEffects: false` lets a bundler drop the entry
-    // module's default wasm location (it is set as a side effect of index.js).
-    await init(wasmUrl);
     env.allowRemoteModels = false;
     env.useBrowserCache = false;
     env.backends.onnx.wasm.wasmPaths = TJS_ORT_WASM;
