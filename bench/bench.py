@@ -762,7 +762,13 @@ def render_markdown(results: dict, tools: list[Tool]) -> str:
 def write_outputs(results: dict, tools: list[Tool]) -> None:
     """Write results.json and RESULTS.md."""
     RESULTS_JSON.write_text(json.dumps(results, indent=1) + "\n", encoding="utf-8")
-    RESULTS_MD.write_text(render_markdown(results, tools), encoding="utf-8")
+    md = render_markdown(results, tools)
+    # Keep the decode-throughput section bench/decode.py maintains.
+    old = RESULTS_MD.read_text(encoding="utf-8") if RESULTS_MD.exists() else ""
+    start, end = "<!-- decode-bench:start -->", "<!-- decode-bench:end -->"
+    if start in old and end in old:
+        md = md.rstrip("\n") + "\n\n" + start + old.split(start, 1)[1].split(end, 1)[0] + end + "\n"
+    RESULTS_MD.write_text(md, encoding="utf-8")
 
 
 def file_failed_brevis(rec: dict) -> bool:

@@ -1,0 +1,220 @@
+#!/usr/bin/env python3
+"""Whole-file decode throughput, in one run on the same files: brevis native (one
+thread and two), zstd -3 -d, zstd -19 -d and ZipNN decompression (single threaded).
+
+Run it with the bench venv's Python so ZipNN is importable (``bench/decode.sh`` does):
+
+    bench/decode.sh                      # the BF16 corpus file, 7 runs each
+    bench/decode.sh --runs 11 FILE...    # other files
+    bench/decode.sh --write              # also replace the decode section of RESULTS.md
+    BREVIS_BASELINE=/path/to/old/brevis bench/decode.sh   # add a column for an older build
+
+What is timed (wall clock, best of ``--runs`` after one warm-up, input in the page cache):
+
+- ``brevis verify ARCHIVE --threads N``: decodes every chunk, checks every chunk
+  checksum and the file's SHA-256, writes nothing (N = 1 and 2);
+- ``zstd -d -c FILE.zst > /dev/null`` for the -3 and -19 frames (zstd checks its own
+  content checksum); zstd decompression is single threaded;
+- ZipNN 0.5.4 ``decompress()`` of the whole file compressed as one stream of the
+  file's float dtype (``--zipnn-dtype``, default from the file name), in memory,
+  ``threads=1``;
+- and, writing the output to a file: ``brevis decompress ARCHIVE -o DIR --threads 1``
+  and ``zstd -d -o FILE`` (both include the kernel's page-cache copy).
+
+Speeds are MB/s (10^6 bytes) of original data. The archives are made once per run in
+``bench/out/decode/`` (gitignored) with ``brevis compress --threads`` all cores.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import json
+import os
+import platform
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+BENCH = Path(__file__).resolve().parent
+REPO = BENCH.parent
+OUT = BENCH / "out" / "decode"
+CORPUS = Path(os.environ.get("BREVIS_CORPUS", Path.home() / ".cache" / "brevis-corpus"))
+DEFAULT_FILES = [CORPUS / "all-minilm-l6-v2-derived" / "model.bf16-derived.safetensors"]
+RESULTS_MD = BENCH / "RESULTS.md"
+RESULTS_JSON = BENCH / "decode-results.json"
+START = "<!-- decode-bench:start -->"
+END = "<!-- decode-bench:end -->"
+
+
+def best_of(fn, runs: int) -> float:
+    """Best wall time of ``runs`` calls of ``fn`` after one warm-up call."""
+    fn()
+    times = []
+    for _ in range(runs):
+        t = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t)
+    return min(times)
+
+
+def run(argv: list[str], stdout=subprocess.DEVNULL) -> None:
+    subprocess.run(argv, check=True, stdout=stdout, stderr=subprocess.PIPE)
+
+
+def zipnn_dtype(path: Path) -> str:
+    name = path.name.lower()
+    if "bf16" in name or "bfloat16" in name:
+        return "bfloat16"
+    if "f16" in name or "fp16" in name:
+        return "float16"
+    return "float32"
+
+
+def zipnn_decode_s(data: bytes, dtype: str, runs: int) -> tuple[float | None, str]:
+    try:
+        import zipnn  # noqa: PLC0415 - optional (bench/.venv)
+    except ImportError as exc:
+        return None, f"ZipNN not importable ({exc}); run bench/run.sh once to create bench/.venv"
+    width = {"bfloat16": 2, "float16": 2, "float32": 4}[dtype]
+    n = len(data) - len(data) % width  # ZipNN 0.5.4 corrupts its heap on a ragged tail
+    work = bytearray(data[:n])  # compress() reorders its input in place: a private copy
+    comp = bytes(zipnn.ZipNN(bytearray_dtype=dtype, threads=1).compress(work))
+    d = zipnn.ZipNN(threads=1)
+    out = d.decompress(comp)
+    if memoryview(out) != memoryview(data[:n]):
+        return None, "ZipNN round trip FAILED"
+    return best_of(lambda: d.decompress(comp), runs), f"{dtype}, {len(comp)} B (+{len(data) - n} B tail)"
+
+
+def measure(path: Path, brevis: str, baseline: str | None, runs: int, dtype: str | None) -> dict:
+    OUT.mkdir(parents=True, exist_ok=True)
+    size = path.stat().st_size
+    stem = OUT / path.name
+    brv, z3, z19 = Path(f"{stem}.brv"), Path(f"{stem}.zst3"), Path(f"{stem}.zst19")
+    run([brevis, "compress", str(path), "-o", str(brv), "-f", "-q"])
+    run(["zstd", "-3", "-T1", "-q", "-f", str(path), "-o", str(z3)])
+    run(["zstd", "-19", "-T1", "-q", "-f", str(path), "-o", str(z19)])
+    rebuilt = OUT / "rebuilt"
+    secs: dict[str, float | None] = {}
+
+    def brevis_verify(binary: str, threads: int):
+        return lambda: run([binary, "verify", str(brv), "-q", "--threads", str(threads)])
+
+    secs["brevis_1t"] = best_of(brevis_verify(brevis, 1), runs)
+    secs["brevis_2t"] = best_of(brevis_verify(brevis, 2), runs)
+    if baseline:
+        secs["baseline_1t"] = best_of(brevis_verify(baseline, 1), runs)
+    for key, frame in (("zstd3", z3), ("zstd19", z19)):
+        secs[key] = best_of(lambda f=frame: run(["zstd", "-d", "-q", "-c", str(f)]), runs)
+    secs["zipnn"], zipnn_note = zipnn_decode_s(path.read_bytes(), dtype or zipnn_dtype(path), runs)
+    # The same decoders writing the rebuilt file.
+    secs["brevis_1t_file"] = best_of(
+        lambda: run([brevis, "decompress", str(brv), "-o", str(rebuilt), "-f", "-q", "--threads", "1"]), runs
+    )
+    out_file = rebuilt / path.name
+    if out_file.read_bytes() != path.read_bytes():
+        raise SystemExit(f"brevis rebuilt {path} wrongly")
+    secs["zstd3_file"] = best_of(lambda: run(["zstd", "-d", "-q", "-f", str(z3), "-o", str(out_file)]), runs)
+    shutil.rmtree(rebuilt, ignore_errors=True)
+    mbs = {k: (size / v / 1e6 if v else None) for k, v in secs.items()}
+    return {
+        "file": str(path.relative_to(CORPUS)) if path.is_relative_to(CORPUS) else str(path),
+        "bytes": size,
+        "sizes": {"brevis": brv.stat().st_size, "zstd3": z3.stat().st_size, "zstd19": z19.stat().st_size},
+        "seconds": secs,
+        "mb_s": mbs,
+        "zipnn": zipnn_note,
+    }
+
+
+def fmt(v: float | None) -> str:
+    return "—" if v is None else f"{v:,.0f}"
+
+
+def ratio(a: float | None, b: float | None) -> str:
+    return "—" if not a or not b else f"{a / b:.2f}x"
+
+
+def render(results: dict) -> str:
+    base = any("baseline_1t" in r["mb_s"] for r in results["files"])
+    head = "| file | MB | brevis 1 thread | brevis 2 threads |" + (" baseline brevis 1 thread |" if base else "")
+    head += " zstd -3 -d | zstd -19 -d | ZipNN | brevis ÷ ZipNN | brevis ÷ zstd -3 | 2 threads ÷ 1 |"
+    head += " brevis 1 thread → file | zstd -3 -d → file |"
+    cols = head.count("|") - 1
+    lines = [
+        "## Decode throughput",
+        "",
+        f"- Command: `{results['command']}`",
+        f"- Date: {results['date']}; brevis git {results['git']}; {results['zstd']}; {results['machine']}",
+        f"- Best of {results['runs']} wall-clock runs after a warm-up, input in the page cache; MB/s of original",
+        "  data. brevis = `brevis verify --threads N` (decodes, checks chunk checksums and SHA-256, writes",
+        "  nothing); zstd = `zstd -d -c > /dev/null`; ZipNN 0.5.4 = in-memory `decompress()`, `threads=1`, whole",
+        "  file as one stream of its float dtype. The `→ file` columns write the rebuilt file. The machine is",
+        "  shared (other builds run at the same time): single runs vary by ±30%, hence best-of.",
+        "",
+        head,
+        "|" + " --- |" * 2 + " ---: |" * (cols - 2),
+    ]
+    for r in results["files"]:
+        m = r["mb_s"]
+        cells = [f"`{r['file']}`", f"{r['bytes'] / 1e6:.1f}", fmt(m["brevis_1t"]), fmt(m["brevis_2t"])]
+        if base:
+            cells.append(fmt(m.get("baseline_1t")))
+        cells += [fmt(m["zstd3"]), fmt(m["zstd19"]), fmt(m["zipnn"])]
+        cells += [ratio(m["brevis_1t"], m["zipnn"]), ratio(m["brevis_1t"], m["zstd3"])]
+        cells += [ratio(m["brevis_2t"], m["brevis_1t"]), fmt(m["brevis_1t_file"]), fmt(m["zstd3_file"])]
+        lines.append("| " + " | ".join(cells) + " |")
+    lines.append("")
+    lines.append("Targets (issue 4): brevis 1 thread ≥ 1.5x ZipNN and ≥ 1.0x zstd -3; 2 threads ≥ 1.7x one.")
+    for r in results["files"]:
+        lines.append(f"ZipNN mode on `{r['file']}`: {r['zipnn']}.")
+    return "\n".join(lines) + "\n"
+
+
+def write_section(text: str) -> None:
+    """Replaces (or appends) the decode section of RESULTS.md, leaving the rest."""
+    md = RESULTS_MD.read_text(encoding="utf-8") if RESULTS_MD.exists() else ""
+    block = f"{START}\n{text}{END}\n"
+    if START in md and END in md:
+        pre, rest = md.split(START, 1)
+        post = rest.split(END, 1)[1].lstrip("\n")
+        md = pre + block + post
+    else:
+        md = md.rstrip("\n") + "\n\n" + block
+    RESULTS_MD.write_text(md, encoding="utf-8")
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("files", nargs="*", type=Path, default=DEFAULT_FILES)
+    ap.add_argument("--runs", type=int, default=7)
+    ap.add_argument("--brevis", default=os.environ.get("BREVIS_BIN", str(REPO / "target" / "release" / "brevis")))
+    ap.add_argument("--baseline", default=os.environ.get("BREVIS_BASELINE"), help="an older brevis to compare")
+    ap.add_argument("--zipnn-dtype", choices=["bfloat16", "float16", "float32"])
+    ap.add_argument("--write", action="store_true", help="replace the decode section of bench/RESULTS.md")
+    args = ap.parse_args()
+    git = subprocess.run(["git", "-C", str(REPO), "rev-parse", "--short", "HEAD"], capture_output=True, text=True)
+    zstd = subprocess.run(["zstd", "-V"], capture_output=True, text=True).stdout.strip()
+    results = {
+        "command": os.environ.get("BENCH_COMMAND", " ".join(["bench/decode.sh", *sys.argv[1:]])),
+        "date": dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+        "git": git.stdout.strip(),
+        "zstd": zstd.replace("*** ", "").replace(" ***", "").split(", by")[0],
+        "machine": f"nproc {os.cpu_count()}, {platform.machine()}, Linux {platform.release()}",
+        "runs": args.runs,
+        "files": [measure(f, args.brevis, args.baseline, args.runs, args.zipnn_dtype) for f in args.files],
+    }
+    text = render(results)
+    print(text)
+    RESULTS_JSON.write_text(json.dumps(results, indent=1) + "\n", encoding="utf-8")
+    if args.write:
+        write_section(text)
+        print(f"wrote the decode section of {RESULTS_MD}", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
