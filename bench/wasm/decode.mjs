@@ -86,7 +86,7 @@ for (const file of files) {
 
   let check = 0;
   row.secs.wasmRaw = best(() => {
-    const out = rawDecodeAll(brvBytes, Infinity);
+    const out = rawDecodeAll(brvBytes, Infinity, -1);
     check = out.reduce((n, f) => n + f.size, 0);
   });
   if (check !== size) throw new Error(`${name}: raw wasm decode gave ${check} bytes, expected ${size}`);

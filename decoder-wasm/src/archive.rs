@@ -189,6 +189,11 @@ impl<'a> Archive<'a> {
                             allowed: limits.max_output_bytes,
                         }));
                     }
+                    // The sizes the files declare must be what this many bytes
+                    // of archive may produce (see DecodeLimits::max_ratio).
+                    limits
+                        .check_ratio(output_total, len)
+                        .map_err(|er| DecodeError::new(er).at(&loc))?;
                     segs_left = f.segments;
                     files.push(FileInfo {
                         path: f.path,
@@ -325,6 +330,9 @@ impl<'a> Archive<'a> {
                             })
                             .at(&loc));
                         }
+                        limits
+                            .check_ratio(output_total, data.len() as u64)
+                            .map_err(|er| DecodeError::new(er).at(&loc))?;
                         segs_left = f.segments;
                         chunks_left = 0;
                         skipping = false;

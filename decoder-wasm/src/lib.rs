@@ -44,6 +44,16 @@ pub use error::{DecodeError, ErrorKind, Location};
 pub use exec::{decode_chunk, decode_chunk_into};
 pub use stream::{Event, StreamDecoder};
 
+/// Output every archive may produce whatever its size, before
+/// [`DecodeLimits::max_ratio`] applies: 64 MiB (four chunks of zeros, say).
+pub const RATIO_ALLOWANCE: u64 = 64 << 20;
+
+/// The default [`DecodeLimits::max_ratio`]: 4096 bytes of output per byte of
+/// archive. Real checkpoints compress 1.1–3x; even a model of mostly zeros
+/// stays far below this, while a bomb (a few bytes of `Const` per 16 MiB
+/// chunk) goes far above it.
+pub const DEFAULT_MAX_RATIO: u64 = 4096;
+
 /// Limits on what an archive may make the decoder do.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct DecodeLimits {
@@ -52,6 +62,12 @@ pub struct DecodeLimits {
     /// Most bytes of output in all (guards against decompression bombs).
     /// `u64::MAX` means no cap.
     pub max_output_bytes: u64,
+    /// Most bytes of output per byte of archive read, beyond the first
+    /// [`RATIO_ALLOWANCE`] bytes: checked before each chunk is decoded (the
+    /// streaming decoder counts the archive read so far) and, for
+    /// [`Archive::open`], on the sizes the files declare. `0` means no limit;
+    /// the default is [`DEFAULT_MAX_RATIO`].
+    pub max_ratio: u64,
 }
 
 impl Default for DecodeLimits {
@@ -59,6 +75,33 @@ impl Default for DecodeLimits {
         DecodeLimits {
             program: Default::default(),
             max_output_bytes: u64::MAX,
+            max_ratio: DEFAULT_MAX_RATIO,
         }
+    }
+}
+
+impl DecodeLimits {
+    /// Bytes of output [`DecodeLimits::max_ratio`] allows from `archive_bytes`
+    /// bytes of archive.
+    pub fn ratio_allowance(&self, archive_bytes: u64) -> u64 {
+        if self.max_ratio == 0 {
+            u64::MAX
+        } else {
+            RATIO_ALLOWANCE.max(self.max_ratio.saturating_mul(archive_bytes))
+        }
+    }
+
+    /// Refuses `output` bytes from `archive_bytes` bytes of archive when that
+    /// is beyond [`DecodeLimits::max_ratio`].
+    pub(crate) fn check_ratio(&self, output: u64, archive_bytes: u64) -> Result<(), brevis_format::FormatError> {
+        let allowed = self.ratio_allowance(archive_bytes);
+        if output > allowed {
+            return Err(brevis_format::FormatError::LimitExceeded {
+                limit: "output per archive byte (max_ratio)",
+                requested: output,
+                allowed,
+            });
+        }
+        Ok(())
     }
 }

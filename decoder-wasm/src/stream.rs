@@ -96,6 +96,8 @@ pub struct StreamDecoder {
     seen: Vec<IndexEntry>,
     index_offset: u64,
     output_total: u64,
+    /// Decoded bytes of the chunks seen so far (against `max_ratio`).
+    decoded_total: u64,
     loc: Location,
     failed: Option<DecodeError>,
     /// Events decoded from the last record, not yet returned (at most three).
@@ -125,6 +127,7 @@ impl StreamDecoder {
             seen: Vec::new(),
             index_offset: 0,
             output_total: 0,
+            decoded_total: 0,
             loc: Location::default(),
             failed: None,
             queue: VecDeque::new(),
@@ -414,6 +417,11 @@ impl StreamDecoder {
                     }
                     .into());
                 }
+                // Before decoding: what this chunk adds must be earned by the
+                // archive read so far (a bomb is refused, not decoded).
+                self.decoded_total = self.decoded_total.saturating_add(header.decoded_len);
+                let read_so_far = offset + (body.len() + archive::RECORD_OVERHEAD) as u64;
+                self.limits.check_ratio(self.decoded_total, read_so_far)?;
                 let data = match self.predecoded.pop_front() {
                     Some((at, result)) if at == offset => result?,
                     other => {

@@ -33,16 +33,23 @@ use wasm_bindgen::prelude::*;
 use crate::archive::FileInfo;
 use crate::{decode_all as decode_all_native, Archive, DecodeError, DecodeLimits, ErrorKind, Event, StreamDecoder};
 
-/// Limits from a JavaScript output cap: any non-finite or negative value
-/// (`Infinity`, `NaN`, `-1`) means no cap.
-fn limits(max_output_bytes: f64) -> DecodeLimits {
+/// Limits from JavaScript: an output cap (any non-finite or negative value —
+/// `Infinity`, `NaN`, `-1` — means no cap) and the most output per archive
+/// byte (`max_ratio`; non-finite or negative: the default, 0: no limit).
+fn limits(max_output_bytes: f64, max_ratio: f64) -> DecodeLimits {
     let cap = if max_output_bytes.is_finite() && max_output_bytes >= 0.0 {
         max_output_bytes as u64
     } else {
         u64::MAX
     };
+    let ratio = if max_ratio.is_finite() && max_ratio >= 0.0 {
+        max_ratio as u64
+    } else {
+        crate::DEFAULT_MAX_RATIO
+    };
     DecodeLimits {
         max_output_bytes: cap,
+        max_ratio: ratio,
         ..DecodeLimits::default()
     }
 }
@@ -119,11 +126,13 @@ pub struct StreamHandle {
 #[wasm_bindgen]
 impl StreamHandle {
     /// A decoder that refuses to produce more than `max_output_bytes` in all
-    /// (non-finite or negative: no cap).
+    /// (non-finite or negative: no cap) or more than `max_ratio` bytes per
+    /// archive byte (see `DecodeLimits::max_ratio`; 0: no limit, non-finite or
+    /// negative: the default).
     #[wasm_bindgen(constructor)]
-    pub fn new(max_output_bytes: f64) -> StreamHandle {
+    pub fn new(max_output_bytes: f64, max_ratio: f64) -> StreamHandle {
         StreamHandle {
-            decoder: StreamDecoder::new(limits(max_output_bytes)),
+            decoder: StreamDecoder::new(limits(max_output_bytes, max_ratio)),
             event: None,
         }
     }
@@ -243,8 +252,8 @@ fn copy_into(data: &[u8], dst: &Uint8Array, offset: u32) -> Result<(), JsValue> 
 /// Decodes every file of a whole archive: an array of `{ path, size, sha256,
 /// bytes }`. Throws a `BrevisError`.
 #[wasm_bindgen]
-pub fn decode_all(archive: &[u8], max_output_bytes: f64) -> Result<Array, JsValue> {
-    let files = decode_all_native(archive, &limits(max_output_bytes)).map_err(|e| js_error(&e))?;
+pub fn decode_all(archive: &[u8], max_output_bytes: f64, max_ratio: f64) -> Result<Array, JsValue> {
+    let files = decode_all_native(archive, &limits(max_output_bytes, max_ratio)).map_err(|e| js_error(&e))?;
     let out = Array::new();
     for f in files {
         let obj = Object::new();
@@ -284,8 +293,8 @@ impl ArchiveHandle {
     /// `BrevisError` when the index, the end record or any file or segment
     /// record is damaged.
     #[wasm_bindgen(constructor)]
-    pub fn new(bytes: Vec<u8>, max_output_bytes: f64) -> Result<ArchiveHandle, JsValue> {
-        let limits = limits(max_output_bytes);
+    pub fn new(bytes: Vec<u8>, max_output_bytes: f64, max_ratio: f64) -> Result<ArchiveHandle, JsValue> {
+        let limits = limits(max_output_bytes, max_ratio);
         let files = Archive::open(&bytes, limits).map_err(|e| js_error(&e))?.into_files();
         Ok(ArchiveHandle {
             data: bytes,

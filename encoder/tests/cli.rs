@@ -235,3 +235,28 @@ fn salvage_recovers_every_intact_file_and_tensor() {
     assert_eq!(o.status.code(), Some(3));
     assert!(!d.join("out2/a.safetensors").exists());
 }
+
+#[test]
+fn a_bomb_is_refused_by_default_and_decodes_with_max_ratio_0() {
+    // 80 MiB of zeros compress to a few hundred bytes: beyond the default
+    // 4096 bytes out per byte in (after the first 64 MiB).
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    fs::write(d.join("zeros.bin"), vec![0u8; 80 << 20]).unwrap();
+    ok(&brevis(&["compress", "zeros.bin", "-q"], d));
+    let size = fs::metadata(d.join("zeros.bin.brv")).unwrap().len();
+    assert!(size < 4096, "{size} bytes");
+    fs::remove_file(d.join("zeros.bin")).unwrap();
+
+    let o = brevis(&["verify", "zeros.bin.brv"], d);
+    assert_eq!(o.status.code(), Some(3));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.contains("max_ratio") && err.contains("--max-ratio 0"), "{err}");
+    let o = brevis(&["decompress", "zeros.bin.brv", "-q"], d);
+    assert_eq!(o.status.code(), Some(3));
+    assert!(!d.join("zeros.bin").exists(), "no partial output");
+
+    ok(&brevis(&["verify", "--max-ratio", "0", "zeros.bin.brv", "-q"], d));
+    ok(&brevis(&["decompress", "--max-ratio", "0", "zeros.bin.brv", "-q"], d));
+    assert_eq!(fs::metadata(d.join("zeros.bin")).unwrap().len(), 80 << 20);
+}

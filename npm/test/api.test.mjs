@@ -266,6 +266,19 @@ test('the output cap trips in every API before the output is produced', async ()
   await assert.rejects(decodeArchive(brv, { maxOutputBytes: -5 }), (e) => assertBrevisError(e, ['usage']));
 });
 
+test('a bomb (80 MiB of zeros in a few hundred bytes) trips maxRatio by default; maxRatio: 0 lifts it', async () => {
+  const brv = fixture('zeros.brv');
+  assert.ok(brv.length < 4096);
+  const isRatio = (e) => assertBrevisError(e, ['limit']) && /max_ratio/.test(e.message);
+  await assert.rejects(decodeArchive(brv), isRatio);
+  await assert.rejects(collect(pieces(brv, 64).pipeThrough(new BrevisDecompressionStream())), isRatio);
+  await assert.rejects(BrevisArchive.open(brv), isRatio);
+  const [file] = await decodeArchive(brv, { maxRatio: 0 });
+  assert.equal(file.size, 80 << 20);
+  assert.ok(file.bytes.every((b) => b === 0));
+  await assert.rejects(decodeArchive(brv, { maxRatio: -1 }), (e) => assertBrevisError(e, ['usage']));
+});
+
 test('not an archive at all: a clear error, no hang', async () => {
   await assert.rejects(decodeArchive(new TextEncoder().encode('{"not": "an archive"}')), (e) => assertBrevisError(e, ['corrupt', 'truncated']));
   await assert.rejects(decodeArchive(new Uint8Array(0)), (e) => assertBrevisError(e, ['truncated']));

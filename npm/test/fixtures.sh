@@ -88,4 +88,8 @@ compress "$FX/minilm-folder.brv" "$MODEL"
 compress "$FX/multi.brv" "$MULTI"
 compress "$FX/big.brv" "$BIG"
 compress "$FX/big1.brv" "$FX/big1"
+# 80 MiB of zeros in a few hundred bytes: over the default max_ratio.
+head -c $((80 << 20)) /dev/zero > "$FX/zeros.bin"
+compress "$FX/zeros.brv" "$FX/zeros.bin"
+rm -f "$FX/zeros.bin"
 ls -l "$FX"/*.brv >&2

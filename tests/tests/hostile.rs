@@ -270,6 +270,61 @@ fn output_cap_stops_a_decompression_bomb() {
     );
 }
 
+/// 80 MiB of zeros from five `Const` chunks of 16 MiB: about 200 bytes of archive.
+fn zero_bomb() -> (Vec<u8>, usize) {
+    const CHUNK: usize = 16 << 20;
+    let data = vec![0u8; 5 * CHUNK];
+    let mut records = vec![file_rec("zeros", &data, 1), opaque_seg(data.len() as u64, 5)];
+    for _ in 0..5 {
+        let zeros = Node::Const {
+            width: 8,
+            count: CHUNK as u64,
+            value: 0,
+        };
+        records.push(chunk_rec(&data[..CHUNK], &zeros));
+    }
+    (build(&records), data.len())
+}
+
+#[test]
+fn the_default_ratio_limit_stops_a_bomb_before_decoding_it() {
+    let (a, len) = zero_bomb();
+    assert!(a.len() < 400, "{} bytes", a.len());
+    let is_ratio_limit = |e: &brevis_decoder::DecodeError| {
+        matches!(
+            e.error,
+            FormatError::LimitExceeded {
+                limit: "output per archive byte (max_ratio)",
+                ..
+            }
+        ) && e.kind() == ErrorKind::Limit
+            && e.to_string().contains("raise it")
+    };
+    // Streaming: the first 64 MiB (four chunks) are allowed whatever the ratio;
+    // the fifth chunk is refused before it is decoded.
+    let e = stream_decode(&a, 64).unwrap_err();
+    assert!(is_ratio_limit(&e), "{e}");
+    assert_eq!(e.location.chunk, Some(4), "{e}");
+    let e = decode_all(&a, &DecodeLimits::default()).unwrap_err();
+    assert!(is_ratio_limit(&e), "{e}");
+    // Random access refuses the declared sizes before decoding anything.
+    let e = Archive::open(&a, DecodeLimits::default()).err().expect("refused");
+    assert!(is_ratio_limit(&e), "{e}");
+    // A caller who trusts the archive lifts the limit.
+    let trusting = DecodeLimits {
+        max_ratio: 0,
+        ..DecodeLimits::default()
+    };
+    assert_eq!(decode_all(&a, &trusting).unwrap()[0].data.len(), len);
+    let archive = Archive::open(&a, trusting).unwrap();
+    assert_eq!(archive.read_file(&archive.files()[0]).unwrap().len(), len);
+    // The allowance: exactly what 64 MiB or `max_ratio` bytes per archive byte give.
+    let limits = DecodeLimits::default();
+    assert_eq!(limits.ratio_allowance(10), brevis_decoder::RATIO_ALLOWANCE);
+    assert_eq!(limits.ratio_allowance(1 << 20), brevis_decoder::DEFAULT_MAX_RATIO << 20);
+    assert_eq!(trusting.ratio_allowance(10), u64::MAX);
+}
+
 #[test]
 fn deep_nesting_is_refused() {
     let data = vec![5u8; 10];

@@ -165,11 +165,16 @@ const END = 6;
 /** Pieces pushed into wasm at once: bounds wasm memory whatever callers push. */
 const PUSH_SLICE = 1 << 20;
 
-function capOf(options) {
-  const cap = options?.maxOutputBytes;
-  if (cap === undefined || cap === null) return Infinity;
-  if (typeof cap !== 'number' || Number.isNaN(cap) || cap < 0) throw usage('maxOutputBytes must be a number >= 0');
-  return cap;
+/** `[maxOutputBytes, maxRatio]` for the wasm handles, checked. */
+function limitsOf(options) {
+  const number = (name, absent) => {
+    const v = options?.[name];
+    if (v === undefined || v === null) return absent;
+    if (typeof v !== 'number' || Number.isNaN(v) || v < 0) throw usage(`${name} must be a number >= 0`);
+    return v;
+  };
+  // maxRatio: -1 asks the wasm side for its default (4096 bytes out per byte in).
+  return [number('maxOutputBytes', Infinity), number('maxRatio', -1)];
 }
 
 function asBytes(chunk) {
@@ -198,7 +203,9 @@ function asBytes(chunk) {
  * - `{ type: 'end' }` the archive is complete and verified
  *
  * Options: `maxOutputBytes` (a cap on all output, against decompression
- * bombs), `pieces`, `onProgress({ bytesIn, bytesOut, tensorsDone, filesDone })`.
+ * bombs), `maxRatio` (most output per archive byte beyond the first 64 MiB;
+ * default 4096, 0 lifts it), `pieces`,
+ * `onProgress({ bytesIn, bytesOut, tensorsDone, filesDone })`.
  */
 export class BrevisDecoder {
   static async create(options) {
@@ -208,7 +215,7 @@ export class BrevisDecoder {
 
   constructor(options = {}) {
     requireInit();
-    this._handle = new StreamHandle(capOf(options));
+    this._handle = new StreamHandle(...limitsOf(options));
     this._pieces = !!options.pieces;
     this._onProgress = options.onProgress;
     this._file = null;
@@ -536,7 +543,7 @@ export class BrevisArchive {
       }
     }
     try {
-      return new BrevisArchive(new ArchiveHandle(bytes, capOf(options)));
+      return new BrevisArchive(new ArchiveHandle(bytes, ...limitsOf(options)));
     } catch (e) {
       throw wrapError(e);
     }

@@ -40,6 +40,8 @@ export interface Progress {
 export interface DecodeOptions {
   /** Refuse to produce more than this many bytes in all (against decompression bombs). */
   maxOutputBytes?: number;
+  /** Most bytes of output per byte of archive beyond the first 64 MiB (default 4096; 0 lifts it). */
+  maxRatio?: number;
   onProgress?: (progress: Progress) => void;
 }
 
@@ -151,7 +153,7 @@ export interface FileInfo {
 
 /** An archive in memory, opened through its index, files served on demand. */
 export class BrevisArchive {
-  static open(source: ArchiveSource, options?: { maxOutputBytes?: number }): Promise<BrevisArchive>;
+  static open(source: ArchiveSource, options?: { maxOutputBytes?: number; maxRatio?: number }): Promise<BrevisArchive>;
   readonly files: FileInfo[];
   has(path: string): boolean;
   readFile(path: string): Promise<Uint8Array>;

@@ -27,12 +27,34 @@ pub struct Args {
     /// and a list of what was lost (exit code 3 if anything was).
     #[arg(long)]
     salvage: bool,
+    #[command(flatten)]
+    limits: LimitArgs,
 }
 
 #[derive(clap::Args)]
 pub struct VerifyArgs {
     /// The archive.
     archive: PathBuf,
+    #[command(flatten)]
+    limits: LimitArgs,
+}
+
+/// Limits against decompression bombs.
+#[derive(clap::Args)]
+pub struct LimitArgs {
+    /// Refuse more than N bytes of output per byte of archive (beyond the first
+    /// 64 MiB); 0 lifts the limit, for archives you trust that hold mostly zeros.
+    #[arg(long, value_name = "N", default_value_t = brevis_decoder::DEFAULT_MAX_RATIO)]
+    max_ratio: u64,
+}
+
+impl LimitArgs {
+    fn limits(&self) -> DecodeLimits {
+        DecodeLimits {
+            max_ratio: self.max_ratio,
+            ..DecodeLimits::default()
+        }
+    }
 }
 
 /// Decoded bytes decoded ahead per worker thread: a few chunks of the default
@@ -52,11 +74,16 @@ const CHUNKS_PER_THREAD: usize = 64;
 /// bounded by a window of input (`WINDOW_PER_THREAD` per thread) plus about
 /// `AHEAD_PER_THREAD` decoded bytes per thread, and the events, their order and
 /// every check are those of the one-thread decoder.
-fn stream_archive(path: &Path, quiet: bool, mut on_event: impl FnMut(Event) -> Result<()>) -> Result<()> {
+fn stream_archive(
+    path: &Path,
+    limits: DecodeLimits,
+    quiet: bool,
+    mut on_event: impl FnMut(Event) -> Result<()>,
+) -> Result<()> {
     let mut f = File::open(path).with_context(|| format!("cannot open `{}`", path.display()))?;
     let total = f.metadata()?.len();
     let pb = progress(total, quiet, "decode");
-    let mut dec = StreamDecoder::new(DecodeLimits::default());
+    let mut dec = StreamDecoder::new(limits);
     let threads = rayon::current_num_threads();
     let (window, ahead, ahead_bytes) = if threads > 1 {
         (
@@ -122,7 +149,7 @@ pub fn run(args: Args, quiet: bool) -> Result<()> {
     let mut current: Option<AtomicFile> = None;
     let mut written = Vec::new();
     let mut total = 0u64;
-    stream_archive(&args.archive, quiet, |ev| {
+    stream_archive(&args.archive, args.limits.limits(), quiet, |ev| {
         match ev {
             Event::FileStart { path, .. } => {
                 // `path` was checked by the decoder: relative, no `..`.
@@ -166,7 +193,7 @@ pub fn run(args: Args, quiet: bool) -> Result<()> {
 pub fn verify(args: VerifyArgs, quiet: bool) -> Result<()> {
     let mut files = 0;
     let mut total = 0u64;
-    stream_archive(&args.archive, quiet, |ev| {
+    stream_archive(&args.archive, args.limits.limits(), quiet, |ev| {
         match ev {
             Event::FileEnd { .. } => files += 1,
             Event::Data(d) => total += d.len() as u64,
@@ -200,7 +227,7 @@ fn write_file(path: &Path, bytes: &[u8], force: bool) -> Result<()> {
 fn salvage(args: Args, quiet: bool) -> Result<()> {
     let dir = args.output.unwrap_or_else(|| PathBuf::from("."));
     let data = map_file(&args.archive)?;
-    let (archive, damage) = Archive::scan(&data, DecodeLimits::default()).map_err(CorruptArchive)?;
+    let (archive, damage) = Archive::scan(&data, args.limits.limits()).map_err(CorruptArchive)?;
     // A damaged chunk is reported below with the bytes it held; list the rest here.
     let mut lost: Vec<String> = damage
         .iter()

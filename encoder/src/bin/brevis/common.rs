@@ -14,6 +14,15 @@ pub struct CorruptArchive(pub brevis_decoder::DecodeError);
 
 impl std::fmt::Display for CorruptArchive {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        if self.0.kind() == brevis_decoder::ErrorKind::Limit {
+            let hint = match self.0.error {
+                brevis_decoder::format::FormatError::LimitExceeded { limit, .. } if limit.contains("max_ratio") => {
+                    " (pass --max-ratio 0 to lift it if you trust this archive)"
+                }
+                _ => "",
+            };
+            return write!(f, "archive exceeds a decoding limit: {}{hint}", self.0);
+        }
         write!(f, "archive is invalid: {}", self.0)
     }
 }
