@@ -42,16 +42,34 @@ pub fn decode<W: Word>(payload: &[u8], width: u8, out: &mut [W]) -> Result<()> {
             *d = W::from_u64(u64::from(b));
         }
     } else {
-        for (d, c) in out.iter_mut().zip(payload.chunks_exact(wb)) {
-            let mut b = [0u8; 8];
-            b[..wb].copy_from_slice(c);
-            let v = u64::from_le_bytes(b);
-            bad |= v & !m;
-            *d = W::from_u64(v);
-        }
+        bad = match wb {
+            1 => words::<W, 1>(payload, out, m),
+            2 => words::<W, 2>(payload, out, m),
+            3 => words::<W, 3>(payload, out, m),
+            4 => words::<W, 4>(payload, out, m),
+            5 => words::<W, 5>(payload, out, m),
+            6 => words::<W, 6>(payload, out, m),
+            7 => words::<W, 7>(payload, out, m),
+            _ => words::<W, 8>(payload, out, m),
+        };
     }
     if bad != 0 {
         return Err(FormatError::WordTooWide { width });
     }
     Ok(())
+}
+
+/// Reads words of `B` bytes (a constant, so the loop vectorizes); returns the OR of
+/// the bits above `m`.
+#[inline]
+fn words<W: Word, const B: usize>(payload: &[u8], out: &mut [W], m: u64) -> u64 {
+    let mut bad = 0u64;
+    for (d, c) in out.iter_mut().zip(payload.chunks_exact(B)) {
+        let mut b = [0u8; 8];
+        b[..B].copy_from_slice(c);
+        let v = u64::from_le_bytes(b);
+        bad |= v & !m;
+        *d = W::from_u64(v);
+    }
+    bad
 }

@@ -1,0 +1,71 @@
+//! Decode throughput of the literal coders on BF16-like data (`cargo bench -p brevis-format`).
+//!
+//! The data imitate a trained layer's BF16 weights (normal, sigma 0.04, from a fixed
+//! seed): whole 16-bit words, the 8-bit exponent column and the 7-bit mantissa column
+//! (the columns `Merge.fields[1,8,7]` splits a BF16 tensor into). Each coder decodes a
+//! 1 Mi-word literal; throughput is in words (elements) per second. These numbers
+//! back `DECODE_SLACK_*` in `encoder/src/synth/lit.rs`.
+
+use brevis_format::stream::Stream;
+use brevis_format::wire::{self, LitEncoding};
+use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
+
+const N: usize = 1 << 20;
+
+/// BF16 bit patterns of normal(0, 0.04) samples (xorshift + Box-Muller, fixed seed).
+fn bf16_words(n: usize) -> Vec<u16> {
+    let mut s = 0x2545_F491_4F6C_DD1Du64;
+    let mut next = || {
+        s ^= s << 13;
+        s ^= s >> 7;
+        s ^= s << 17;
+        ((s >> 11) as f64 + 0.5) / (1u64 << 53) as f64
+    };
+    (0..n)
+        .map(|_| {
+            let (u, v) = (next(), next());
+            let g = (-2.0 * u.ln()).sqrt() * (2.0 * core::f64::consts::PI * v).cos();
+            ((g * 0.04) as f32).to_bits().wrapping_add(0x8000).wrapping_shr(16) as u16
+        })
+        .collect()
+}
+
+fn streams() -> Vec<(&'static str, Stream)> {
+    let w = bf16_words(N);
+    let to = |f: &dyn Fn(u16) -> u64| w.iter().map(|&x| f(x)).collect::<Vec<u64>>();
+    vec![
+        ("bf16-b16", Stream::from_u64s(16, &to(&|x| u64::from(x))).unwrap()),
+        (
+            "exponent-b8",
+            Stream::from_u64s(8, &to(&|x| u64::from((x >> 7) & 0xff))).unwrap(),
+        ),
+        (
+            "mantissa-b7",
+            Stream::from_u64s(7, &to(&|x| u64::from(x & 0x7f))).unwrap(),
+        ),
+    ]
+}
+
+fn decode(c: &mut Criterion) {
+    let mut g = c.benchmark_group("decode");
+    g.throughput(Throughput::Elements(N as u64));
+    g.sample_size(20);
+    for (name, s) in streams() {
+        for enc in [
+            LitEncoding::Raw,
+            LitEncoding::BitPacked,
+            LitEncoding::Huffman,
+            LitEncoding::Rans,
+        ] {
+            let Some(payload) = wire::encode(enc, &s) else { continue };
+            let id = BenchmarkId::new(enc.name(), format!("{name} ({} B)", payload.len()));
+            let back = wire::decode(enc, s.width(), N, &payload).unwrap();
+            assert_eq!(back.words(), s.words());
+            g.bench_function(id, |b| b.iter(|| wire::decode(enc, s.width(), N, &payload).unwrap()));
+        }
+    }
+    g.finish();
+}
+
+criterion_group!(benches, decode);
+criterion_main!(benches);
