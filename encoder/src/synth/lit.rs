@@ -77,8 +77,50 @@ fn lit_size(s: &Stream, payload: usize) -> usize {
         - 1
 }
 
-/// The smallest literal encoding of `s`, where `bound` is the size of the best
-/// program already found for `s` by other means: the slow zstd level is only
+/// How much smaller (in parts per million of the faster encoding's bytes) a
+/// slower-decoding literal encoding must be to be chosen over a faster one.
+///
+/// Decode speeds on BF16-like columns (`cargo bench -p brevis-format --bench coders`,
+/// 2-core EPYC, Melem/s): 7-bit mantissas packed 3,670, Huffman 1,330, rANS 740;
+/// 8-bit exponents packed 3,900, Huffman 1,110, rANS 560; whole 16-bit words Huffman
+/// 680, rANS 540. So each step down the order raw, packed, Huffman, rANS, zstd costs
+/// about 1.3x to 3x the decode time of that literal. A mantissa column is where the
+/// choice bites: rANS beats packing by about 0.4% there and takes 5x longer to decode.
+/// 0.5% bounds the cost in ratio by 0.5% of any literal; on the corpus it measured
+/// +0.04% (BF16), +0.03% (FP16) and +0.10% (FP32 all-MiniLM) of the archive, within
+/// issue 4's 0.1% budget, for 22% fewer instructions decoding the BF16 file (see
+/// `bench/RESULTS.md`). rANS stays wherever it wins clearly (skewed exponent columns
+/// beat Huffman by about 2%). Set to 0 for the smallest literal by exact size.
+pub const DECODE_SLACK_PPM: u64 = 5_000;
+
+/// Literal encodings from fastest to slowest to decode.
+const BY_DECODE_SPEED: [LitEncoding; 5] = [
+    LitEncoding::Raw,
+    LitEncoding::BitPacked,
+    LitEncoding::Huffman,
+    LitEncoding::Rans,
+    LitEncoding::Zstd,
+];
+
+/// Among `(encoding, size)` trials, the one to keep: walking from the fastest
+/// encoding to the slowest, a slower one replaces the choice only if it is smaller
+/// by more than [`DECODE_SLACK_PPM`] of the choice's size.
+fn pick(sizes: &[(LitEncoding, usize)]) -> Option<LitEncoding> {
+    let mut best: Option<(LitEncoding, usize)> = None;
+    for enc in BY_DECODE_SPEED {
+        for &(e, size) in sizes.iter().filter(|(e, _)| *e == enc) {
+            best = match best {
+                Some((_, b)) if (size as u128) * 1_000_000 >= (b as u128) * u128::from(1_000_000 - DECODE_SLACK_PPM) => best,
+                _ => Some((e, size)),
+            };
+        }
+    }
+    best.map(|(e, _)| e)
+}
+
+/// The literal encoding of `s` to keep (the smallest, unless a faster-decoding one
+/// is within [`DECODE_SLACK_PPM`], see [`pick`]), where `bound` is the size of the
+/// best program already found for `s` by other means: the slow zstd level is only
 /// tried when a quick zstd trial comes within `zstd_retry_within` of both the
 /// best literal and `bound` (otherwise it cannot win, and costs seconds).
 ///
@@ -91,44 +133,45 @@ pub fn best_lit_below(s: &Stream, policy: &LitPolicy, bound: usize) -> Node {
     let max = with_words!(s.words(), w => w.iter().map(|x| brevis_format::Word::to_u64(*x)).max().unwrap_or(0));
     let k = (64 - max.leading_zeros()) as usize;
     let packed_size = lit_size(s, 1 + (n * k).div_ceil(8));
-    // `None` stands for the cheapest of raw and packed, built only if it wins.
-    let (mut best, mut best_size): (Option<Node>, usize) = (None, raw_size.min(packed_size));
+    let mut sizes = vec![(LitEncoding::Raw, raw_size), (LitEncoding::BitPacked, packed_size)];
+    // Entropy-coded and zstd trials, kept in case they win.
+    let mut built: Vec<Node> = Vec::new();
+    let keep = |node: Node, sizes: &mut Vec<(LitEncoding, usize)>, built: &mut Vec<Node>| {
+        if let Node::Lit { encoding, .. } = &node {
+            sizes.push((*encoding, serialized_size(&node)));
+        }
+        built.push(node);
+    };
     for enc in [LitEncoding::Huffman, LitEncoding::Rans] {
         if let Some(node) = lit(s, enc, 0) {
-            let size = serialized_size(&node);
-            if size < best_size {
-                best = Some(node);
-                best_size = size;
-            }
+            keep(node, &mut sizes, &mut built);
         }
     }
     if policy.zstd_level > 0 && n >= 64 {
+        let best_size = sizes.iter().map(|&(_, z)| z).min().unwrap_or(usize::MAX);
         let quick = policy.zstd_level.min(3);
         if let Some(node) = lit(s, LitEncoding::Zstd, quick) {
             let size = serialized_size(&node);
             let target = best_size.min(bound) as f64 * policy.zstd_retry_within;
             let retry = policy.zstd_level > quick && (size as f64) < target;
-            if size < best_size {
-                best = Some(node);
-                best_size = size;
-            }
+            keep(node, &mut sizes, &mut built);
             if retry {
                 if let Some(node) = lit(s, LitEncoding::Zstd, policy.zstd_level) {
-                    if serialized_size(&node) < best_size {
-                        best = Some(node);
+                    // Only the smaller of the two zstd trials stays a candidate.
+                    if serialized_size(&node) < size {
+                        sizes.pop();
+                        built.pop();
+                        keep(node, &mut sizes, &mut built);
                     }
                 }
             }
         }
     }
-    best.unwrap_or_else(|| {
-        let enc = if packed_size < raw_size {
-            LitEncoding::BitPacked
-        } else {
-            LitEncoding::Raw
-        };
-        lit(s, enc, 0).expect("raw and packed apply to every stream")
-    })
+    let enc = pick(&sizes).expect("raw always applies");
+    built
+        .into_iter()
+        .find(|n| matches!(n, Node::Lit { encoding, .. } if *encoding == enc))
+        .unwrap_or_else(|| lit(s, enc, 0).expect("raw and packed apply to every stream"))
 }
 
 #[cfg(test)]
@@ -161,11 +204,26 @@ mod tests {
             zstd_level: 3,
             zstd_retry_within: 1.0,
         };
-        let best = serialized_size(&best_lit(&s, &policy));
+        let best = serialized_size(&best_lit(&s, &policy)) as u64;
         for enc in LitEncoding::ALL {
             if let Some(n) = lit(&s, enc, 3) {
-                assert!(best <= serialized_size(&n), "{enc:?}");
+                let size = serialized_size(&n) as u64;
+                assert!(best * (1_000_000 - DECODE_SLACK_PPM) <= size * 1_000_000, "{enc:?}");
             }
         }
+    }
+
+    #[test]
+    fn slower_encodings_must_win_by_more_than_the_slack() {
+        use LitEncoding::*;
+        let slack = |b: usize| b - (b as u64 * DECODE_SLACK_PPM / 1_000_000) as usize;
+        // rANS within the slack of packing: packing stays.
+        assert_eq!(pick(&[(Raw, 1_000_000), (BitPacked, 900_000), (Rans, slack(900_000) + 1)]), Some(BitPacked));
+        // Clearly smaller: rANS.
+        assert_eq!(pick(&[(Raw, 1_000_000), (BitPacked, 900_000), (Rans, slack(900_000) - 1)]), Some(Rans));
+        // Huffman slightly bigger than rANS but within the slack: Huffman.
+        assert_eq!(pick(&[(Raw, 1000), (Huffman, 500), (Rans, 499)]), Some(Huffman));
+        // Equal sizes: the faster one.
+        assert_eq!(pick(&[(Raw, 100), (BitPacked, 100)]), Some(Raw));
     }
 }
