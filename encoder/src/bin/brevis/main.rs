@@ -44,7 +44,32 @@ enum Command {
     Demo,
 }
 
+/// Makes glibc's malloc keep freed memory for reuse instead of handing it back
+/// to the kernel at once.
+///
+/// Decoding allocates and frees a few MiB per chunk (the literal's words, the chunk's
+/// bytes). With glibc's defaults the first such blocks are fresh mappings, and later
+/// ones come from the top of the heap, which is trimmed back to the kernel whenever
+/// more than twice the block size lies free there; either way every chunk touched
+/// freshly zeroed pages. Page faults and unmapping took about 15% of `brevis verify`
+/// (perf, BF16 corpus file, one thread): 16.7k minor faults, 4.3k with these
+/// settings, and 15 to 25% less wall time, with the same peak RSS (the freed memory
+/// is reused, not added to). Blocks up to 32 MiB (glibc's largest mmap threshold)
+/// come from the heap, and up to 64 MiB of free heap top is kept.
+#[cfg(all(target_os = "linux", target_env = "gnu"))]
+fn keep_freed_memory() {
+    // SAFETY: `mallopt` only sets the allocator's parameters, and is called at the
+    // start of `main`, before any other thread exists; it takes and returns plain ints.
+    #[allow(unsafe_code)]
+    unsafe {
+        libc::mallopt(libc::M_MMAP_THRESHOLD, 32 << 20);
+        libc::mallopt(libc::M_TRIM_THRESHOLD, 64 << 20);
+    }
+}
+
 fn main() -> ExitCode {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    keep_freed_memory();
     let cli = Cli::parse();
     if let Some(n) = cli.threads {
         if let Err(e) = rayon::ThreadPoolBuilder::new().num_threads(n.max(1)).build_global() {
