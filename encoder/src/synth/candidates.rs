@@ -4,6 +4,7 @@
 use brevis_format::ops::{interleave, MapOp, MergeOp, ScanOp};
 use brevis_format::program::{serialized_size, Node};
 use brevis_format::stream::{Stream, Words};
+use brevis_format::wire::{ctx, LitEncoding};
 use brevis_format::with_words_mut;
 
 use super::lit::{best_lit, best_lit_below, constant, leaf, LitPolicy};
@@ -159,6 +160,54 @@ impl CandidateSearch {
                         },
                     );
                 }
+            }
+        }
+        if self.effort >= 1 {
+            self.ctx_candidates(s, exp, mant, best);
+        }
+    }
+
+    /// Sign, exponent and the top `t` mantissa bits as one context-coded field
+    /// (`Lit.ctx` with `k = 1 + exp`: the mantissa bits coded given sign and
+    /// exponent), the rest of the mantissa as its own field: `Merge.fields[1+e+t,
+    /// m-t]`, or the whole word as one `Lit.ctx` when it fits (FP8 bytes, 16-bit
+    /// floats). The `t`s with the two smallest estimates are built exactly.
+    fn ctx_candidates(&self, s: &Stream, exp: u8, mant: u8, best: &mut Node) {
+        let k = 1 + exp;
+        let w = s.width();
+        if k >= 16 || mant == 0 || w != k + mant {
+            return;
+        }
+        let policy = self.entropy_only();
+        let mut ests: Vec<(f64, u8)> = Vec::new();
+        for t in 1..=mant.min(16 - k) {
+            let est = if t == mant {
+                ctx_estimate(s, k)
+            } else {
+                MergeOp::Fields(vec![k + t, mant - t])
+                    .split(s)
+                    .ok()
+                    .and_then(|p| Some(ctx_estimate(&p[0], k)? + field_estimate(&p[1])))
+            };
+            if let Some(e) = est {
+                ests.push((e, t));
+            }
+        }
+        ests.sort_by(|a, b| a.0.total_cmp(&b.0));
+        for &(_, t) in ests.iter().take(2) {
+            let node = if t == mant {
+                ctx_lit(s, k)
+            } else {
+                let op = MergeOp::Fields(vec![k + t, mant - t]);
+                op.split(s).ok().and_then(|p| {
+                    Some(Node::Merge {
+                        op,
+                        children: vec![ctx_lit(&p[0], k)?, self.field(&p[1], &policy)],
+                    })
+                })
+            };
+            if let Some(n) = node {
+                keep_smaller(best, n);
             }
         }
     }
@@ -345,6 +394,51 @@ fn mostly_repeated_words(s: &Stream) -> bool {
     words.sort_unstable();
     words.dedup();
     words.len() * 2 < n
+}
+
+/// `s` as one `Lit.ctx` split at `k`, if the encoding applies.
+fn ctx_lit(s: &Stream, k: u8) -> Option<Node> {
+    let payload = match s.words() {
+        Words::U8(w) => ctx::encode(w, s.width(), k)?,
+        Words::U16(w) => ctx::encode(w, s.width(), k)?,
+        _ => return None,
+    };
+    Some(Node::Lit {
+        width: s.width(),
+        count: s.len() as u64,
+        encoding: LitEncoding::Ctx,
+        payload,
+    })
+}
+
+/// Estimated bytes of `s` as a `Lit.ctx` split at `k`.
+fn ctx_estimate(s: &Stream, k: u8) -> Option<f64> {
+    match s.words() {
+        Words::U8(w) => ctx::estimate(w, s.width(), k),
+        Words::U16(w) => ctx::estimate(w, s.width(), k),
+        _ => None,
+    }
+}
+
+/// Rough bytes of a field coded on its own: the smaller of packed bits and the
+/// order-0 entropy plus about a byte and a half of table per symbol (16 bits and
+/// below); packed bits above.
+fn field_estimate(s: &Stream) -> f64 {
+    let n = s.len() as f64;
+    let packed = n * f64::from(s.width()) / 8.0;
+    if s.width() > 16 {
+        return packed;
+    }
+    let mut counts = vec![0u64; 1usize << s.width()];
+    brevis_format::with_words!(s.words(), w => for x in w.iter() {
+        counts[brevis_format::Word::to_u64(*x) as usize] += 1;
+    });
+    let (mut bits, mut syms) = (0.0, 0usize);
+    for &c in counts.iter().filter(|&&c| c > 0) {
+        bits += c as f64 * (n / c as f64).log2();
+        syms += 1;
+    }
+    packed.min(bits / 8.0 + 1.5 * syms as f64)
 }
 
 fn keep_smaller(best: &mut Node, cand: Node) {

@@ -12,6 +12,7 @@
 //! | 2 | [`huffman`] | 1..=16 | canonical Huffman code lengths, then the bit stream |
 //! | 3 | [`rans`] | 1..=16 | quantized frequency table, then interleaved rANS states |
 //! | 4 | [`zstd`] | 1..=64 | a zstd frame of the `raw` payload |
+//! | 5 | [`ctx`] | 2..=16 | `[u8] k`, tables for the top `k` bits and for the rest given them, then interleaved rANS states |
 
 use alloc::vec::Vec;
 
@@ -19,6 +20,7 @@ use crate::error::{FormatError, Result};
 use crate::stream::{Stream, Words};
 
 pub mod bitpack;
+pub mod ctx;
 pub mod huffman;
 pub mod rans;
 pub mod raw;
@@ -44,16 +46,20 @@ pub enum LitEncoding {
     Rans = 3,
     /// A zstd frame of the raw payload.
     Zstd = 4,
+    /// Context-coded: the top `k` bits with one table, the rest with a table chosen
+    /// by them (see [`ctx`]).
+    Ctx = 5,
 }
 
 impl LitEncoding {
     /// All encodings, in tag order.
-    pub const ALL: [LitEncoding; 5] = [
+    pub const ALL: [LitEncoding; 6] = [
         LitEncoding::Raw,
         LitEncoding::BitPacked,
         LitEncoding::Huffman,
         LitEncoding::Rans,
         LitEncoding::Zstd,
+        LitEncoding::Ctx,
     ];
 
     /// The encoding with wire tag `tag`.
@@ -72,6 +78,7 @@ impl LitEncoding {
             LitEncoding::Huffman => "huffman",
             LitEncoding::Rans => "rans",
             LitEncoding::Zstd => "zstd",
+            LitEncoding::Ctx => "ctx",
         }
     }
 
@@ -79,6 +86,7 @@ impl LitEncoding {
     pub fn supports_width(self, width: u8) -> bool {
         match self {
             LitEncoding::Huffman | LitEncoding::Rans => width <= MAX_ENTROPY_WIDTH,
+            LitEncoding::Ctx => (2..=MAX_ENTROPY_WIDTH).contains(&width),
             _ => true,
         }
     }
@@ -92,7 +100,11 @@ pub fn decode(encoding: LitEncoding, width: u8, count: usize, payload: &[u8]) ->
     if !encoding.supports_width(width) {
         return Err(FormatError::Type {
             op: "Lit",
-            rule: "entropy-coded literals hold at most 16-bit words",
+            rule: if encoding == LitEncoding::Ctx {
+                "ctx literals hold 2- to 16-bit words"
+            } else {
+                "entropy-coded literals hold at most 16-bit words"
+            },
         });
     }
     let mut s = Stream::zeros(width, count)?;
@@ -109,6 +121,11 @@ pub fn decode(encoding: LitEncoding, width: u8, count: usize, payload: &[u8]) ->
         LitEncoding::Rans => match &mut words {
             Words::U8(w) => rans::decode(payload, width, w)?,
             Words::U16(w) => rans::decode(payload, width, w)?,
+            _ => unreachable_width()?,
+        },
+        LitEncoding::Ctx => match &mut words {
+            Words::U8(w) => ctx::decode(payload, width, w)?,
+            Words::U16(w) => ctx::decode(payload, width, w)?,
             _ => unreachable_width()?,
         },
     }
@@ -145,5 +162,12 @@ pub fn encode(encoding: LitEncoding, stream: &Stream) -> Option<Vec<u8>> {
             _ => None,
         },
         LitEncoding::Zstd => None,
+        // The split with the smallest estimate; the search also tries given splits
+        // through `ctx::encode`.
+        LitEncoding::Ctx => match stream.words() {
+            Words::U8(w) => ctx::encode(w, width, ctx::best_split(w, width)?.0),
+            Words::U16(w) => ctx::encode(w, width, ctx::best_split(w, width)?.0),
+            _ => None,
+        },
     }
 }

@@ -360,7 +360,7 @@ impl<'p, W: Word> Decoder<'p, W> {
 /// The cost is separable and convex in each `f_i`, so starting from rounded
 /// proportional values, moving one unit at a time to the best marginal gain from the
 /// cheapest marginal loss reaches the optimum.
-fn normalize(counts: &[u64], n: u64, scale: u32) -> Vec<u32> {
+pub(super) fn normalize(counts: &[u64], n: u64, scale: u32) -> Vec<u32> {
     let m = 1u64 << scale;
     let mut f: Vec<u32> = counts
         .iter()
@@ -467,7 +467,7 @@ fn atanh_small(y: f64) -> f64 {
 }
 
 /// Natural logarithm of a positive, finite, normal `x`.
-fn ln(x: f64) -> f64 {
+pub(super) fn ln(x: f64) -> f64 {
     let bits = x.to_bits();
     let mut e = ((bits >> 52) & 0x7ff) as i32 - 1023;
     let mut m = f64::from_bits((bits & ((1u64 << 52) - 1)) | (1023u64 << 52));
@@ -489,7 +489,7 @@ fn bitlen(v: u64) -> u32 {
 // ---------------------------------------------------------------------------------
 // Table.
 
-fn write_table(w: &mut BitWriter, syms: &[u32], freqs: &[u32], scale: u32) {
+pub(super) fn write_table(w: &mut BitWriter, syms: &[u32], freqs: &[u32], scale: u32) {
     write_symbol_set(w, syms);
     w.put(scale - 1, 4);
     let mut prev = bitlen((1u64 << scale) / syms.len() as u64);
@@ -502,7 +502,7 @@ fn write_table(w: &mut BitWriter, syms: &[u32], freqs: &[u32], scale: u32) {
 }
 
 /// Reads `scale_bits` and the frequencies of `nsym >= 2` symbols.
-fn read_freqs(br: &mut BitReader<'_>, nsym: usize) -> Result<(u32, Vec<u32>)> {
+pub(super) fn read_freqs(br: &mut BitReader<'_>, nsym: usize) -> Result<(u32, Vec<u32>)> {
     let scale = br.bits(4)? + 1;
     let m = 1u64 << scale;
     if nsym as u64 > m {

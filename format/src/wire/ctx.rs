@@ -1,0 +1,806 @@
+//! `ctx`: context-coded words. Each `b`-bit word (`b` 2..=16) is split into a high
+//! part `H` (its top `k` bits, `1 <= k < b`) and a low part `L` (its low `b - k`
+//! bits). `H` is coded with one table; `L` with the table of its context `H`: either
+//! the context's own table, or a fallback table shared by every context without one.
+//! Both are static rANS tables (the `rans` encoding's table format) driving four
+//! interleaved rANS states, as in [`super::rans`].
+//!
+//! Order-0 coding of whole words has the same entropy (`H(X) = H(H) + H(L | H)`), but
+//! its table lists every distinct word; here the model costs one small table per
+//! context that pays for itself, so a float's sign and exponent with the top bits of
+//! its mantissa (`Merge.fields[1+e+t, m-t]`, first field `ctx` with `k = 1 + e`), or a
+//! whole FP8 byte, is coded close to its joint entropy with a table of a few hundred
+//! bytes.
+//!
+//! # Payload
+//!
+//! An empty stream (`count = 0`) has an empty payload. Otherwise:
+//!
+//! 1. `k: u8`, `1 <= k < b`; `lb = b - k`.
+//! 2. **Tables**, one bit string read most significant bit first, zero-padded to a
+//!    whole byte (`EG`, `bits` and the symbol set as in `wire::tables`). A *table* over
+//!    `w`-bit symbols is the `rans` table: the present symbols as a symbol set of width
+//!    `w`; if exactly one symbol is present, nothing more (the table has `scale_bits =
+//!    0`, `M = 1`, and that symbol has frequency 1); otherwise `bits(4, scale_bits - 1)`
+//!    and the frequencies, exactly as in `format/src/wire/rans.rs` (module docs).
+//!    - The `H` table (`w = k`). Its present symbols, in increasing order, are the
+//!      contexts.
+//!    - One bit per context, in increasing order: `1` = the context has its own
+//!      table, `0` = it uses the fallback table.
+//!    - If any bit was `0`: the fallback table (`w = lb`).
+//!    - The own tables (`w = lb`) of the contexts whose bit was `1`, in increasing
+//!      order of context.
+//!
+//!    The sum of `2^scale_bits` over all tables read (the `H` table, the fallback and
+//!    the own tables, a one-symbol table counting 1) MUST NOT exceed `2^18`
+//!    ([`MAX_SLOTS`]): it bounds the decoder's tables at 2 MiB.
+//! 3. **States**: `min(4, count)` little-endian `u32`s, each in `[2^16, 2^32)`.
+//! 4. **Words**: little-endian `u16`s up to the end of the payload (even length).
+//!
+//! Decoding word `i` (for `i` in `0..count`) with state `x = x_{i mod 4}`: one rANS
+//! step with the `H` table gives `h`, then one with the table of context `h` gives
+//! `l`; the word is `h << lb | l`. A rANS step with a table of `scale_bits = s`,
+//! `M = 2^s`: `slot = x mod M`; the symbol owning `slot` (with frequency `f` and
+//! start `start`) is the result; `x = f * (x >> s) + slot - start`; if `x < 2^16`,
+//! then `x = (x << 16) | next word`. (With a one-symbol table the step returns that
+//! symbol and leaves `x` unchanged.) After the last word every state must be exactly
+//! `2^16` and every word must have been read.
+//!
+//! The encoder runs from the last word to the first, coding `l` then `h` (the
+//! reverse of the decoder) with the `rans` encoder's step; emitted words are stored in
+//! reverse order of emission.
+
+use alloc::vec;
+use alloc::vec::Vec;
+
+use super::rans::{ln, normalize, read_freqs, write_table};
+use super::tables::{ceil_log2, read_symbol_set, write_symbol_set, BitReader, BitWriter};
+use super::MAX_ENTROPY_WIDTH;
+use crate::error::{FormatError, Result};
+use crate::stream::{mask, Word};
+
+/// Interleaved states.
+const LANES: usize = 4;
+/// Lower bound of a normalized state; also the encoder's initial state.
+const RANS_L: u32 = 1 << 16;
+/// Most table slots (summed over all tables) a payload may declare.
+pub const MAX_SLOTS: u64 = 1 << 18;
+/// Largest `scale_bits` the encoder gives a context's own table.
+const CTX_MAX_SCALE: u32 = 12;
+/// Largest `scale_bits` the encoder gives the `H` and fallback tables (unless the
+/// alphabet needs more).
+const MAIN_MAX_SCALE: u32 = 15;
+
+const WHAT: &str = "ctx literal";
+const LN_2: f64 = core::f64::consts::LN_2;
+
+/// A static rANS table: symbols in increasing order, frequencies summing to
+/// `2^scale` (a one-symbol table has `scale = 0` and frequency 1).
+#[derive(Clone, Debug)]
+struct Table {
+    syms: Vec<u32>,
+    freqs: Vec<u32>,
+    scale: u32,
+}
+
+impl Table {
+    fn write(&self, w: &mut BitWriter) {
+        if self.syms.len() == 1 {
+            write_symbol_set(w, &self.syms);
+        } else {
+            write_table(w, &self.syms, &self.freqs, self.scale);
+        }
+    }
+
+    fn read(br: &mut BitReader<'_>, width: u8) -> Result<Table> {
+        let syms = read_symbol_set(br, width)?;
+        if syms.len() == 1 {
+            return Ok(Table {
+                syms,
+                freqs: vec![1],
+                scale: 0,
+            });
+        }
+        let (scale, freqs) = read_freqs(br, syms.len())?;
+        Ok(Table { syms, freqs, scale })
+    }
+
+    fn slots(&self) -> u64 {
+        1u64 << self.scale
+    }
+
+    fn bits(&self) -> usize {
+        let mut w = BitWriter::default();
+        self.write(&mut w);
+        w.bit_len()
+    }
+
+    /// Bits to code `counts` (by symbol, aligned with `syms`) with this table.
+    fn data_bits(&self, counts: &[u64]) -> f64 {
+        if self.scale == 0 {
+            return 0.0;
+        }
+        counts
+            .iter()
+            .zip(&self.freqs)
+            .map(|(&c, &f)| c as f64 * (f64::from(self.scale) - ln(f64::from(f)) / LN_2))
+            .sum()
+    }
+}
+
+/// The table for symbols `syms` (increasing, non-empty) with `counts` that
+/// minimizes its own bits plus the data's, `scale_bits` up to `max_scale` (or the
+/// alphabet's need). Returns the table and that cost in bits.
+fn fit(syms: Vec<u32>, counts: &[u64], max_scale: u32) -> (Table, f64) {
+    if syms.len() == 1 {
+        let t = Table {
+            syms,
+            freqs: vec![1],
+            scale: 0,
+        };
+        let b = t.bits() as f64;
+        return (t, b);
+    }
+    let n: u64 = counts.iter().sum();
+    let lo = ceil_log2(syms.len() as u64).max(1);
+    let hi = max_scale.max(lo);
+    let mut best: Option<(Table, f64)> = None;
+    for scale in lo..=hi {
+        let t = Table {
+            freqs: normalize(counts, n, scale),
+            syms: Vec::new(),
+            scale,
+        };
+        let mut w = BitWriter::default();
+        write_table(&mut w, &syms, &t.freqs, scale);
+        // rANS's own loss, as in `rans::encode`.
+        let precision = n as f64 * 0.005 / f64::from(1u32 << (2 * (16 - scale)));
+        let cost = w.bit_len() as f64 + t.data_bits(counts) + precision;
+        if best.as_ref().is_none_or(|b| cost < b.1) {
+            best = Some((t, cost));
+        }
+        // Larger scales only pay when the data is big against the table.
+        if scale > lo + 2 && n < (1u64 << scale) {
+            break;
+        }
+    }
+    let (mut t, cost) = best.expect("at least one scale");
+    t.syms = syms;
+    (t, cost)
+}
+
+/// Bits to code `counts` (symbol, count) under ideal probabilities `pool / total`;
+/// infinite if a symbol is missing from the pool.
+fn cross_bits(counts: &[(u32, u64)], pool: &[u64], total: u64) -> f64 {
+    let mut bits = 0.0;
+    for &(s, c) in counts {
+        let p = pool[s as usize];
+        if p == 0 {
+            return f64::INFINITY;
+        }
+        bits += c as f64 * ln(total as f64 / p as f64) / LN_2;
+    }
+    bits
+}
+
+/// How a stream will be coded: the tables and which context uses which.
+struct Plan {
+    lb: u8,
+    h: Table,
+    /// Own table of each context (by position among the `H` symbols), or `None`.
+    own: Vec<Option<Table>>,
+    fallback: Option<Table>,
+    /// Estimated payload bytes.
+    estimate: f64,
+}
+
+/// Plans the tables for words with joint `counts` (`2^width` entries) split at `k`.
+fn plan(counts: &[u64], n: u64, width: u8, k: u8) -> Plan {
+    let lb = width - k;
+    let lsize = 1usize << lb;
+    let (hsyms, hcounts): (Vec<u32>, Vec<u64>) = counts
+        .chunks_exact(lsize)
+        .enumerate()
+        .map(|(h, c)| (h as u32, c.iter().sum::<u64>()))
+        .filter(|&(_, c)| c > 0)
+        .unzip();
+    let (h, h_bits) = fit(hsyms.clone(), &hcounts, MAIN_MAX_SCALE);
+    // Each context's present low parts and their counts.
+    let ctx: Vec<Vec<(u32, u64)>> = hsyms
+        .iter()
+        .map(|&hs| {
+            let row = &counts[hs as usize * lsize..(hs as usize + 1) * lsize];
+            row.iter()
+                .enumerate()
+                .filter(|(_, &c)| c > 0)
+                .map(|(l, &c)| (l as u32, c))
+                .collect()
+        })
+        .collect();
+    let own_fit: Vec<(Table, f64)> = ctx
+        .iter()
+        .map(|c| {
+            let (s, cs): (Vec<u32>, Vec<u64>) = c.iter().copied().unzip();
+            fit(s, &cs, CTX_MAX_SCALE)
+        })
+        .collect();
+    // Start with every context on the fallback; move those whose own table pays.
+    let mut shared = vec![true; ctx.len()];
+    let mut pool = vec![0u64; lsize];
+    for _ in 0..4 {
+        pool.fill(0);
+        for (c, _) in ctx.iter().zip(&shared).filter(|(_, &s)| s) {
+            for &(l, n) in c {
+                pool[l as usize] += n;
+            }
+        }
+        let total: u64 = pool.iter().sum();
+        if total == 0 {
+            break;
+        }
+        let next: Vec<bool> = ctx
+            .iter()
+            .zip(&own_fit)
+            .map(|(c, (_, own))| cross_bits(c, &pool, total) <= *own)
+            .collect();
+        if next == shared {
+            break;
+        }
+        shared = next;
+    }
+    loop {
+        let mut pool = vec![0u64; lsize];
+        for (c, _) in ctx.iter().zip(&shared).filter(|(_, &s)| s) {
+            for &(l, n) in c {
+                pool[l as usize] += n;
+            }
+        }
+        let fallback = if shared.iter().any(|&s| s) {
+            let (s, cs): (Vec<u32>, Vec<u64>) = pool
+                .iter()
+                .enumerate()
+                .filter(|(_, &c)| c > 0)
+                .map(|(l, &c)| (l as u32, c))
+                .unzip();
+            Some(fit(s, &cs, MAIN_MAX_SCALE).0)
+        } else {
+            None
+        };
+        let slots = h.slots()
+            + fallback.as_ref().map_or(0, Table::slots)
+            + own_fit
+                .iter()
+                .zip(&shared)
+                .filter(|(_, &s)| !s)
+                .map(|(t, _)| t.0.slots())
+                .sum::<u64>();
+        if slots > MAX_SLOTS {
+            // Demote the largest own table (it stays codable by the pooled fallback).
+            let worst = (0..ctx.len())
+                .filter(|&i| !shared[i])
+                .max_by_key(|&i| own_fit[i].0.slots())
+                .expect("own tables exceed the budget");
+            shared[worst] = true;
+            continue;
+        }
+        // Estimate: tables, data, states, flush.
+        let mut table_bits = h.bits() + ctx.len();
+        let mut data_bits = h_bits - h.bits() as f64;
+        if let Some(fb) = &fallback {
+            table_bits += fb.bits();
+        }
+        for (i, c) in ctx.iter().enumerate() {
+            let t = if shared[i] {
+                fallback.as_ref().expect("a shared context has the fallback")
+            } else {
+                table_bits += own_fit[i].0.bits();
+                &own_fit[i].0
+            };
+            let cs: Vec<u64> = t
+                .syms
+                .iter()
+                .map(|&s| c.iter().find(|x| x.0 == s).map_or(0, |x| x.1))
+                .collect();
+            data_bits += t.data_bits(&cs);
+        }
+        let estimate = 1.0 + table_bits.div_ceil(8) as f64 + (4 * LANES.min(n as usize)) as f64 + data_bits / 8.0 + 2.0;
+        let own = own_fit
+            .iter()
+            .zip(&shared)
+            .map(|((t, _), &s)| if s { None } else { Some(t.clone()) })
+            .collect();
+        return Plan {
+            lb,
+            h,
+            own,
+            fallback,
+            estimate,
+        };
+    }
+}
+
+/// Joint counts of `symbols` (`2^width` entries), or `None` if a symbol does not fit.
+fn joint_counts<W: Word>(symbols: &[W], width: u8) -> Option<Vec<u64>> {
+    let lim = mask(width);
+    let mut counts = vec![0u64; 1usize << width];
+    for s in symbols {
+        let v = s.to_u64();
+        if v > lim {
+            return None;
+        }
+        counts[v as usize] += 1;
+    }
+    Some(counts)
+}
+
+fn valid_split(width: u8, k: u8) -> bool {
+    (2..=MAX_ENTROPY_WIDTH).contains(&width) && k >= 1 && k < width
+}
+
+/// Estimated payload bytes of [`encode`] (within a few bytes), or `None` where it
+/// does not apply.
+pub fn estimate<W: Word>(symbols: &[W], width: u8, k: u8) -> Option<f64> {
+    if !valid_split(width, k) {
+        return None;
+    }
+    if symbols.is_empty() {
+        return Some(0.0);
+    }
+    let counts = joint_counts(symbols, width)?;
+    Some(plan(&counts, symbols.len() as u64, width, k).estimate)
+}
+
+/// The split `k` (1..width) with the smallest estimate, and that estimate.
+pub fn best_split<W: Word>(symbols: &[W], width: u8) -> Option<(u8, f64)> {
+    if !(2..=MAX_ENTROPY_WIDTH).contains(&width) {
+        return None;
+    }
+    let counts = joint_counts(symbols, width)?;
+    let n = symbols.len() as u64;
+    if n == 0 {
+        return Some((1, 0.0));
+    }
+    (1..width)
+        .map(|k| (k, plan(&counts, n, width, k).estimate))
+        .min_by(|a, b| a.1.total_cmp(&b.1))
+}
+
+/// Encodes `symbols` (each below `2^width`, `width` 2..=16) split at `k`
+/// (`1 <= k < width`). Returns `None` for a bad width or split, or a symbol that
+/// does not fit `width`.
+pub fn encode<W: Word>(symbols: &[W], width: u8, k: u8) -> Option<Vec<u8>> {
+    if !valid_split(width, k) {
+        return None;
+    }
+    let counts = joint_counts(symbols, width)?;
+    if symbols.is_empty() {
+        return Some(Vec::new());
+    }
+    let p = plan(&counts, symbols.len() as u64, width, k);
+    let lb = p.lb;
+
+    let mut w = BitWriter::default();
+    p.h.write(&mut w);
+    for o in &p.own {
+        w.put(u32::from(o.is_some()), 1);
+    }
+    if let Some(fb) = &p.fallback {
+        fb.write(&mut w);
+    }
+    for t in p.own.iter().flatten() {
+        t.write(&mut w);
+    }
+    let mut out = vec![k];
+    out.extend(w.finish());
+
+    // (start, freq, scale) by H symbol, and by whole word for the low part.
+    let starts = |t: &Table| -> Vec<(u32, u32)> {
+        let mut s = 0;
+        t.freqs
+            .iter()
+            .map(|&f| {
+                let r = (s, f);
+                s += f;
+                r
+            })
+            .collect()
+    };
+    let mut enc_h = vec![(0u32, 0u32); 1usize << k];
+    for (&s, sf) in p.h.syms.iter().zip(starts(&p.h)) {
+        enc_h[s as usize] = sf;
+    }
+    let mut enc_l = vec![(0u32, 0u32, 0u32); 1usize << width];
+    let fb_starts = p.fallback.as_ref().map(|t| (t, starts(t)));
+    for (&hs, own) in p.h.syms.iter().zip(&p.own) {
+        let (t, st) = match own {
+            Some(t) => (t, starts(t)),
+            None => {
+                let (t, st) = fb_starts.as_ref().expect("shared contexts have a fallback");
+                (*t, st.clone())
+            }
+        };
+        for (&l, &(s, f)) in t.syms.iter().zip(&st) {
+            enc_l[((hs as usize) << lb) | l as usize] = (s, f, t.scale);
+        }
+    }
+
+    let put = |x: &mut u32, words: &mut Vec<u16>, start: u32, f: u32, scale: u32| {
+        if u64::from(*x) >= u64::from(f) << (32 - scale) {
+            words.push(*x as u16);
+            *x >>= 16;
+        }
+        *x = ((*x / f) << scale) + (*x % f) + start;
+    };
+    let mut states = [RANS_L; LANES];
+    let mut words: Vec<u16> = Vec::with_capacity(symbols.len() / 2 + 16);
+    for (i, sym) in symbols.iter().enumerate().rev() {
+        let v = sym.to_u64() as usize;
+        let x = &mut states[i % LANES];
+        let (s, f, scale) = enc_l[v];
+        put(x, &mut words, s, f, scale);
+        let (s, f) = enc_h[v >> lb];
+        put(x, &mut words, s, f, p.h.scale);
+    }
+    let lanes = LANES.min(symbols.len());
+    out.reserve(4 * lanes + 2 * words.len());
+    for x in &states[..lanes] {
+        out.extend_from_slice(&x.to_le_bytes());
+    }
+    for w in words.iter().rev() {
+        out.extend_from_slice(&w.to_le_bytes());
+    }
+    Some(out)
+}
+
+/// Slot entries of a table: `symbol << 32 | freq << 16 | (slot - start)`.
+fn fill_slots(t: &Table, entries: &mut Vec<u64>) -> Result<()> {
+    let base = entries.len();
+    let mut start = 0u64;
+    for (&s, &f) in t.syms.iter().zip(&t.freqs) {
+        for b in 0..u64::from(f) {
+            entries.push(u64::from(s) << 32 | u64::from(f) << 16 | b);
+        }
+        start += u64::from(f);
+    }
+    if start != t.slots() || entries.len() - base != t.slots() as usize {
+        return Err(FormatError::Corrupt {
+            what: "ctx frequency table (does not sum to 2^scale_bits)",
+        });
+    }
+    Ok(())
+}
+
+/// Decodes `out.len()` words of `width` bits from a payload made by [`encode`].
+pub fn decode<W: Word>(payload: &[u8], width: u8, out: &mut [W]) -> Result<()> {
+    if !(2..=MAX_ENTROPY_WIDTH).contains(&width) || u32::from(width) > W::BITS {
+        return Err(FormatError::BadWidth { width });
+    }
+    if out.is_empty() {
+        if !payload.is_empty() {
+            return Err(FormatError::TrailingBytes {
+                what: WHAT,
+                count: payload.len() as u64,
+            });
+        }
+        return Ok(());
+    }
+    let (&k, rest) = payload.split_first().ok_or(FormatError::Truncated { what: WHAT })?;
+    if k == 0 || k >= width {
+        return Err(FormatError::Invalid {
+            what: "ctx split (k must be in 1..width)",
+        });
+    }
+    let lb = width - k;
+
+    // Tables. Each symbol set holds at most 2^width symbols in all (2^k contexts of
+    // at most 2^lb low parts, plus the H and fallback tables), and slots are
+    // budgeted before anything is built.
+    let mut br = BitReader::new(rest);
+    let h = Table::read(&mut br, k)?;
+    let mut budget = h.slots();
+    let mut own_flags = Vec::with_capacity(h.syms.len());
+    for _ in 0..h.syms.len() {
+        own_flags.push(br.bits(1)? == 1);
+    }
+    let over = || FormatError::Invalid {
+        what: "ctx tables (more than 2^18 slots)",
+    };
+    let fallback = if own_flags.iter().any(|&o| !o) {
+        let t = Table::read(&mut br, lb)?;
+        budget += t.slots();
+        if budget > MAX_SLOTS {
+            return Err(over());
+        }
+        Some(t)
+    } else {
+        None
+    };
+    let mut own = Vec::new();
+    for &o in &own_flags {
+        if o {
+            let t = Table::read(&mut br, lb)?;
+            budget += t.slots();
+            if budget > MAX_SLOTS {
+                return Err(over());
+            }
+            own.push(Some(t));
+        } else {
+            own.push(None);
+        }
+    }
+    if budget > MAX_SLOTS {
+        return Err(over());
+    }
+    let table_end = 1 + br.finish()?;
+
+    // Slot entries: the H table first, then the fallback, then own tables.
+    let mut entries: Vec<u64> = Vec::with_capacity(budget as usize);
+    fill_slots(&h, &mut entries)?;
+    // (base, scale) by context; contexts that never occur point at entry 0.
+    let mut ctx = vec![(0u32, 0u32); 1usize << k];
+    let fb_base = entries.len() as u32;
+    if let Some(fb) = &fallback {
+        fill_slots(fb, &mut entries)?;
+    }
+    for (&hs, o) in h.syms.iter().zip(&own) {
+        ctx[hs as usize] = match o {
+            Some(t) => {
+                let base = entries.len() as u32;
+                fill_slots(t, &mut entries)?;
+                (base, t.scale)
+            }
+            None => (fb_base, fallback.as_ref().map_or(0, |t| t.scale)),
+        };
+    }
+
+    let rest = &payload[table_end..];
+    let lanes = LANES.min(out.len());
+    if rest.len() < 4 * lanes {
+        return Err(FormatError::Truncated { what: "ctx states" });
+    }
+    let mut x = [RANS_L; LANES];
+    for (l, b) in rest[..4 * lanes].chunks_exact(4).enumerate() {
+        x[l] = u32::from_le_bytes([b[0], b[1], b[2], b[3]]);
+        if x[l] < RANS_L {
+            return Err(FormatError::Corrupt {
+                what: "ctx state (below 2^16)",
+            });
+        }
+    }
+    let body = &rest[4 * lanes..];
+    if body.len() & 1 != 0 {
+        return Err(FormatError::Corrupt {
+            what: "ctx word stream (odd length)",
+        });
+    }
+
+    let h_scale = h.scale;
+    let h_mask = (1u32 << h_scale) - 1;
+    let h_entries = &entries[..h.slots() as usize];
+    let mut pos = 0usize;
+    // One rANS step: the symbol, with the state renormalized from the word stream
+    // (zeros past its end; `pos` still advances so the overrun is reported).
+    #[inline(always)]
+    fn step(e: u64, x: u32, scale: u32, body: &[u8], pos: &mut usize) -> (u32, u32) {
+        let f = ((e >> 16) & 0xffff) as u32;
+        let v = f.wrapping_mul(x >> scale).wrapping_add(e as u32 & 0xffff);
+        let need = v < RANS_L;
+        let w = body
+            .get(*pos..)
+            .and_then(|b| b.first_chunk::<2>())
+            .map_or(0, |b| u32::from(u16::from_le_bytes(*b)));
+        *pos += 2 * usize::from(need);
+        ((e >> 32) as u32, if need { v << 16 | w } else { v })
+    }
+    for (i, d) in out.iter_mut().enumerate() {
+        let l = i % LANES;
+        let xs = x[l];
+        let e = h_entries[(xs & h_mask) as usize];
+        let (hs, xs) = step(e, xs, h_scale, body, &mut pos);
+        let (base, scale) = ctx[hs as usize];
+        let e = entries[base as usize + (xs & ((1u32 << scale) - 1)) as usize];
+        let (ls, xs) = step(e, xs, scale, body, &mut pos);
+        x[l] = xs;
+        *d = W::from_u64(u64::from(hs) << lb | u64::from(ls));
+    }
+    if pos > body.len() {
+        return Err(FormatError::Truncated {
+            what: "ctx word stream",
+        });
+    }
+    if x.iter().any(|&s| s != RANS_L) {
+        return Err(FormatError::Corrupt {
+            what: "ctx literal (final state mismatch)",
+        });
+    }
+    if pos < body.len() {
+        return Err(FormatError::TrailingBytes {
+            what: WHAT,
+            count: (body.len() - pos) as u64,
+        });
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::vec::Vec;
+
+    struct Rng(u64);
+    impl Rng {
+        fn next(&mut self) -> u64 {
+            self.0 ^= self.0 << 13;
+            self.0 ^= self.0 >> 7;
+            self.0 ^= self.0 << 17;
+            self.0
+        }
+    }
+
+    /// Float-like words: a skewed "exponent" in the top bits, low bits whose
+    /// distribution depends on it.
+    fn floatish(n: usize, width: u8, k: u8, seed: u64) -> Vec<u16> {
+        let mut rng = Rng(seed | 1);
+        let lb = width - k;
+        (0..n)
+            .map(|_| {
+                let r = rng.next();
+                let h = (r % 7).min((r >> 8) % 9) as u64 & mask(k);
+                let l = if h % 2 == 0 {
+                    ((r >> 20) % 3) & mask(lb)
+                } else {
+                    (r >> 30) & mask(lb)
+                };
+                (h << lb | l) as u16
+            })
+            .collect()
+    }
+
+    fn round_trip<W: Word>(v: &[W], width: u8, k: u8) -> Vec<u8> {
+        let p = encode(v, width, k).expect("applies");
+        let mut back = std::vec![W::default(); v.len()];
+        decode(&p, width, &mut back).unwrap();
+        assert_eq!(back, v, "width {width} k {k}");
+        p
+    }
+
+    #[test]
+    fn round_trips_every_split() {
+        for width in [2u8, 3, 8, 9, 12, 16] {
+            for k in 1..width {
+                for n in [1usize, 2, 3, 4, 5, 9, 100, 5000] {
+                    let v = floatish(n, width, k, n as u64 * 31 + u64::from(width));
+                    round_trip(&v, width, k);
+                    let mut rng = Rng(n as u64 + 7);
+                    let u: Vec<u16> = (0..n).map(|_| (rng.next() & mask(width)) as u16).collect();
+                    round_trip(&u, width, k);
+                    if width <= 8 {
+                        let b: Vec<u8> = v.iter().map(|&x| x as u8).collect();
+                        round_trip(&b, width, k);
+                    }
+                }
+            }
+        }
+        // Empty and constant streams.
+        assert!(round_trip::<u8>(&[], 8, 4).is_empty());
+        round_trip(&[77u8; 1000], 8, 3);
+    }
+
+    #[test]
+    fn beats_separate_fields_when_low_bits_depend_on_high() {
+        let v = floatish(200_000, 12, 4, 9);
+        let p = round_trip(&v, 12, 4);
+        let hi: Vec<u16> = v.iter().map(|&x| x >> 8).collect();
+        let lo: Vec<u16> = v.iter().map(|&x| x & 255).collect();
+        let sep = super::super::rans::encode(&hi, 4).unwrap().len() + super::super::rans::encode(&lo, 8).unwrap().len();
+        assert!(p.len() * 100 < sep * 97, "{} vs {sep}", p.len());
+        let est = estimate(&v, 12, 4).unwrap();
+        assert!(
+            (est - p.len() as f64).abs() < 16.0 + p.len() as f64 * 1e-3,
+            "{est} vs {}",
+            p.len()
+        );
+        assert_eq!(best_split(&v, 12).unwrap().0, 4);
+    }
+
+    #[test]
+    fn wide_alphabets_stay_within_the_slot_budget() {
+        // Every 16-bit word present, k = 4: 16 contexts of 4096 symbols.
+        let mut v: Vec<u16> = (0..=u16::MAX).collect();
+        let mut rng = Rng(3);
+        v.extend((0..100_000).map(|_| (rng.next() % 3000) as u16));
+        for k in [1u8, 4, 8, 15] {
+            round_trip(&v, 16, k);
+        }
+    }
+
+    #[test]
+    fn bad_inputs_are_errors() {
+        assert!(encode(&[0u8], 1, 1).is_none());
+        assert!(encode(&[0u8], 8, 0).is_none());
+        assert!(encode(&[0u8], 8, 8).is_none());
+        assert!(encode(&[0u16], 17, 3).is_none());
+        assert!(encode(&[9u8], 3, 1).is_none());
+        let v = floatish(3000, 10, 5, 1);
+        let p = round_trip(&v, 10, 5);
+        let mut out = std::vec![0u16; v.len()];
+        for cut in 0..p.len() {
+            assert!(decode(&p[..cut], 10, &mut out).is_err(), "cut {cut}");
+        }
+        let mut long = p.clone();
+        long.extend([0, 0]);
+        assert!(decode(&long, 10, &mut out).is_err());
+        assert!(decode(&p, 10, &mut out[..v.len() - 1]).is_err());
+        let mut bad_k = p.clone();
+        bad_k[0] = 10;
+        assert!(matches!(decode(&bad_k, 10, &mut out), Err(FormatError::Invalid { .. })));
+        bad_k[0] = 0;
+        assert!(matches!(decode(&bad_k, 10, &mut out), Err(FormatError::Invalid { .. })));
+        assert!(matches!(decode(&p, 1, &mut out), Err(FormatError::BadWidth { .. })));
+        assert!(matches!(decode(&p, 17, &mut out), Err(FormatError::BadWidth { .. })));
+        assert!(matches!(
+            decode::<u8>(&p, 10, &mut [0u8; 4]),
+            Err(FormatError::BadWidth { .. })
+        ));
+        assert!(matches!(
+            decode::<u8>(&[1], 8, &mut []),
+            Err(FormatError::TrailingBytes { .. })
+        ));
+    }
+
+    #[test]
+    fn slot_budget_is_enforced() {
+        // k = 8 over 16 bits: 256 contexts, each an own table of 2 symbols at
+        // scale 16 (65536 slots): the fifth table goes over 2^18.
+        let mut w = BitWriter::default();
+        // H table: symbols 0..=255 (one run), scale 8, equal frequencies.
+        let hs: Vec<u32> = (0..256).collect();
+        write_table(&mut w, &hs, &[1; 256], 8);
+        for _ in 0..256 {
+            w.put(1, 1);
+        }
+        for _ in 0..256 {
+            write_table(&mut w, &[0, 1], &[1, 65535], 16);
+        }
+        let mut p = std::vec![8u8];
+        p.extend(w.finish());
+        p.extend([0, 0, 1, 0].repeat(4));
+        let mut out = std::vec![0u16; 4];
+        assert!(matches!(decode(&p, 16, &mut out), Err(FormatError::Invalid { .. })));
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(2000))]
+        #[test]
+        fn arbitrary_bytes_never_panic(bytes in proptest::collection::vec(proptest::prelude::any::<u8>(), 0..300), n in 0usize..300, width in 2u8..=16) {
+            let mut out = std::vec![0u16; n];
+            if decode(&bytes, width, &mut out).is_ok() {
+                proptest::prop_assert!(out.iter().all(|&s| u64::from(s) <= mask(width)));
+            }
+            let mut out8 = std::vec![0u8; n];
+            let _ = decode(&bytes, width.min(8), &mut out8);
+        }
+
+        #[test]
+        fn flipped_payloads_never_panic(seed in proptest::prelude::any::<u64>(), flips in proptest::collection::vec((proptest::prelude::any::<usize>(), 1u8..=255), 1..4), n in 1usize..400, width in proptest::sample::select(std::vec![2u8, 5, 8, 11, 16]), k in 1u8..16) {
+            let k = 1 + k % (width - 1);
+            let v = floatish(n, width, k, seed);
+            let mut p = encode(&v, width, k).unwrap();
+            for &(at, x) in &flips {
+                let i = at % p.len();
+                p[i] ^= x;
+            }
+            let mut out = std::vec![0u16; n];
+            if decode(&p, width, &mut out).is_ok() {
+                proptest::prop_assert!(out.iter().all(|&s| u64::from(s) <= mask(width)));
+            }
+        }
+
+        #[test]
+        fn round_trip_any(v in proptest::collection::vec(proptest::prelude::any::<u16>(), 0..500), width in 2u8..=16, k in 1u8..16) {
+            let k = 1 + k % (width - 1);
+            let v: Vec<u16> = v.iter().map(|&x| x & mask(width) as u16).collect();
+            round_trip(&v, width, k);
+        }
+    }
+}
