@@ -260,3 +260,58 @@ fn a_bomb_is_refused_by_default_and_decodes_with_max_ratio_0() {
     ok(&brevis(&["decompress", "--max-ratio", "0", "zeros.bin.brv", "-q"], d));
     assert_eq!(fs::metadata(d.join("zeros.bin")).unwrap().len(), 80 << 20);
 }
+
+#[test]
+fn compress_report_and_inspect_usage() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    fs::write(d.join("model.safetensors"), bundled()).unwrap();
+    ok(&brevis(
+        &["compress", "model.safetensors", "-q", "--report", "r.json"],
+        d,
+    ));
+    let r = fs::read_to_string(d.join("r.json")).unwrap();
+    for key in [
+        "\"archive_bytes\"",
+        "\"usage\"",
+        "\"operators\"",
+        "\"literal_encodings\"",
+        "\"bare_lit_rate\"",
+        "\"verified_raw_fallbacks\": 0",
+        "\"tensors\"",
+        "\"candidates\"",
+        "\"search_ms\"",
+    ] {
+        assert!(r.contains(key), "report lacks {key}: {r}");
+    }
+    // Every chunk of the archive has its program, bytes and candidates; a
+    // searched chunk compared at least one candidate.
+    let chunks: usize = r
+        .split("\"chunks\": ")
+        .nth(1)
+        .and_then(|s| s.split(',').next())
+        .and_then(|n| n.trim().parse().ok())
+        .unwrap();
+    assert!(chunks > 0);
+    assert_eq!(r.matches("\"program\": ").count(), chunks, "{r}");
+    assert!(
+        !r.contains("\"candidates\": 0, \"search_ms\""),
+        "a chunk without candidates: {r}"
+    );
+    let size = fs::metadata(d.join("model.safetensors.brv")).unwrap().len();
+    assert!(r.contains(&format!("\"archive_bytes\": {size},")));
+    // Brackets balance (the report is one JSON object).
+    assert_eq!(r.matches('{').count(), r.matches('}').count());
+    assert_eq!(r.matches('[').count(), r.matches(']').count());
+
+    let o = brevis(&["inspect", "model.safetensors.brv"], d);
+    ok(&o);
+    let text = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        text.contains(&format!("usage over {chunks} stored chunk(s):")),
+        "{text}"
+    );
+    for line in ["operators: ", "literal encodings: ", "bare Lit programs: "] {
+        assert!(text.contains(line), "{text}");
+    }
+}

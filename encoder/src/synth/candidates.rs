@@ -445,6 +445,7 @@ fn field_estimate(s: &Stream) -> f64 {
 }
 
 fn keep_smaller(best: &mut Node, cand: Node) {
+    super::count_candidate();
     if serialized_size(&cand) < serialized_size(best) {
         *best = cand;
     }
@@ -453,6 +454,7 @@ fn keep_smaller(best: &mut Node, cand: Node) {
 impl Synthesizer for CandidateSearch {
     fn synthesize(&self, root: &Stream, hint: Hint) -> Node {
         if let Some(v) = constant(root) {
+            super::count_candidate();
             return Node::Const {
                 width: root.width(),
                 count: root.len() as u64,
@@ -546,6 +548,9 @@ impl Synthesizer for CandidateSearch {
             self.lit
         };
         found.push(best_lit_below(root, &policy, bound));
+        for _ in &found {
+            super::count_candidate();
+        }
         // On ties the structured candidate (earlier) wins.
         found
             .into_iter()

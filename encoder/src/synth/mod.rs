@@ -20,6 +20,22 @@ pub mod lit;
 pub use candidates::CandidateSearch;
 pub use lit::LitPolicy;
 
+std::thread_local! {
+    static CANDIDATES: std::cell::Cell<u64> = const { std::cell::Cell::new(0) };
+}
+
+/// Counts one complete candidate program compared by exact size on this thread
+/// (for reports; [`take_candidates`] reads and resets the count).
+pub fn count_candidate() {
+    CANDIDATES.with(|c| c.set(c.get() + 1));
+}
+
+/// Candidates counted on this thread since the last call. A synthesizer runs on
+/// one thread per chunk, so reading before and after one call gives its count.
+pub fn take_candidates() -> u64 {
+    CANDIDATES.with(|c| c.replace(0))
+}
+
 /// What the container knows about a chunk's data.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Hint {

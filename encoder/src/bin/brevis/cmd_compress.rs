@@ -23,6 +23,11 @@ pub struct Args {
     /// Search effort: 0 fastest, 1 default, 2 tries more.
     #[arg(long, default_value_t = 1)]
     effort: u32,
+    /// Write a JSON report of the search: per tensor its programs, bytes,
+    /// candidates compared and search time; per run how often each operator
+    /// and literal encoding was used, and the fallback rates.
+    #[arg(long, value_name = "FILE.json")]
+    report: Option<PathBuf>,
 }
 
 pub fn run(args: Args, quiet: bool) -> Result<()> {
@@ -62,10 +67,17 @@ pub fn run(args: Args, quiet: bool) -> Result<()> {
         AtomicFile::create(&output, args.force).with_context(|| format!("cannot write `{}`", output.display()))?;
     let pb = progress(total, quiet, "compress");
     let synth = CandidateSearch::with_effort(args.effort);
+    let recorder = crate::report::Recorder::new(&synth);
+    let search: &dyn brevis_encoder::synth::Synthesizer = if args.report.is_some() { &recorder } else { &synth };
     let started = std::time::Instant::now();
-    let (out, len, reports) = compress_files(out, &files, &synth, &CompressOptions::default(), &|n| pb.inc(n))?;
+    let (out, len, reports) = compress_files(out, &files, search, &CompressOptions::default(), &|n| pb.inc(n))?;
     out.commit()
         .with_context(|| format!("cannot write `{}`", output.display()))?;
+    if let Some(path) = &args.report {
+        let data = crate::common::map_file(&output)?;
+        let json = crate::report::report_json(&data, &recorder, &reports, started.elapsed())?;
+        std::fs::write(path, json).with_context(|| format!("cannot write `{}`", path.display()))?;
+    }
     pb.finish_and_clear();
     let fallbacks: u64 = reports.iter().map(|r| r.verify_fallbacks).sum();
     if fallbacks > 0 {

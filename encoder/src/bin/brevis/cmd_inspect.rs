@@ -109,6 +109,11 @@ fn print(args: Args) -> Result<()> {
         human(data.len() as u64),
         ratio(total, data.len() as u64)
     )?;
+    let usage = crate::report::archive_usage(&archive, &limits)?;
+    writeln!(out, "\nusage over {} stored chunk(s):", usage.chunks)?;
+    for l in usage.lines() {
+        writeln!(out, "  {l}")?;
+    }
     Ok(())
 }
 

@@ -12,6 +12,7 @@ mod cmd_decompress;
 mod cmd_demo;
 mod cmd_inspect;
 mod common;
+mod report;
 
 /// Lossless, bit-exact compression of neural-network weights as programs.
 ///
