@@ -2,12 +2,13 @@
 //! index ([`Archive::open`]) and decode one file or one tensor alone.
 
 use alloc::borrow::Cow;
+use alloc::collections::BTreeMap;
 use alloc::string::String;
 use alloc::vec::Vec;
 
 use brevis_format::archive::{
     check_header, open_record, parse_end, parse_index, ChunkRecord, FileRecord, RecordHead, RecordKind, SegmentKind,
-    SegmentRecord, END_LEN, HEADER_LEN,
+    SegmentRecord, SegmentSource, END_LEN, HEADER_LEN,
 };
 use brevis_format::FormatError;
 use sha2::{Digest, Sha256};
@@ -15,7 +16,7 @@ use sha2::{Digest, Sha256};
 use crate::error::{DecodeError, Location};
 use crate::exec::decode_chunk;
 use crate::stream::{Event, StreamDecoder};
-use crate::DecodeLimits;
+use crate::{fetch_base, xor_into, BaseProvider, DecodeLimits};
 
 /// A file rebuilt from an archive, its SHA-256 verified.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -31,7 +32,20 @@ pub struct DecodedFile {
 /// Decodes every file of an archive held in memory, verifying every record,
 /// the index, each chunk's checksum and each file's SHA-256.
 pub fn decode_all(archive: &[u8], limits: &DecodeLimits) -> Result<Vec<DecodedFile>, DecodeError> {
-    let mut dec = StreamDecoder::new(*limits);
+    decode_all_from(archive, StreamDecoder::new(*limits))
+}
+
+/// [`decode_all`] for an archive stored against a base (a fine-tune): the base
+/// tensors come from `base`.
+pub fn decode_all_with_base(
+    archive: &[u8],
+    limits: &DecodeLimits,
+    base: alloc::boxed::Box<dyn BaseProvider>,
+) -> Result<Vec<DecodedFile>, DecodeError> {
+    decode_all_from(archive, StreamDecoder::with_base(*limits, base))
+}
+
+fn decode_all_from(archive: &[u8], mut dec: StreamDecoder) -> Result<Vec<DecodedFile>, DecodeError> {
     let mut files = Vec::new();
     let mut current: Option<DecodedFile> = None;
     // Feed record-sized pieces so the decoder's buffer never holds the whole archive twice.
@@ -94,8 +108,97 @@ pub struct SegmentInfo {
     pub len: u64,
     /// Offset of the segment's first byte in the rebuilt file.
     pub file_offset: u64,
-    /// Its chunks, in order.
+    /// Its chunks, in order. A copy lists its source's chunks (and reads them).
     pub chunks: Vec<ChunkInfo>,
+    /// How many later segments copy this one (0: none).
+    pub retain: u64,
+    /// For a copy: the archive-wide index of the segment it copies.
+    pub copy_of: Option<u64>,
+    /// For a segment stored as a difference from a base tensor (or a copy of
+    /// one): that base tensor.
+    pub base: Option<BaseRef>,
+}
+
+/// A base tensor a segment is stored against.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct BaseRef {
+    /// The tensor's name (the delta segment's).
+    pub name: String,
+    /// SHA-256 of its bytes.
+    pub sha256: [u8; 32],
+}
+
+impl SegmentInfo {
+    fn from_record(s: SegmentRecord, file_offset: u64) -> Self {
+        let base = match s.source {
+            SegmentSource::BaseDelta { sha256 } => Some(BaseRef {
+                name: s.name.clone(),
+                sha256,
+            }),
+            _ => None,
+        };
+        SegmentInfo {
+            copy_of: match s.source {
+                SegmentSource::Copy { segment } => Some(segment),
+                _ => None,
+            },
+            name: s.name,
+            kind: s.kind,
+            len: s.len,
+            file_offset,
+            chunks: Vec::new(),
+            retain: s.retain,
+            base,
+        }
+    }
+}
+
+/// Resolves copy `seg` (just pushed as the last segment of `files`): its
+/// source must be an earlier retained segment of the same length; the copy
+/// takes the source's chunk list and base. `copies` counts the copies made of
+/// each source.
+fn resolve_copy(
+    files: &mut [FileInfo],
+    places: &[Option<(usize, usize)>],
+    copies: &mut BTreeMap<u64, u64>,
+) -> Result<(), FormatError> {
+    let Some(Some((fi, si))) = places.last().copied() else {
+        return Ok(());
+    };
+    let Some(source) = files[fi].segments[si].copy_of else {
+        return Ok(());
+    };
+    let bad = FormatError::Invalid {
+        what: "copy source (not a retained earlier segment)",
+    };
+    let index = usize::try_from(source).map_err(|_| bad.clone())?;
+    let (sf, ss) = places.get(index).copied().flatten().ok_or(bad.clone())?;
+    if (sf, ss) == (fi, si) {
+        return Err(bad);
+    }
+    let src = &files[sf].segments[ss];
+    if src.retain == 0 {
+        return Err(bad);
+    }
+    let n = copies.entry(source).or_insert(0);
+    *n += 1;
+    if *n > src.retain {
+        return Err(FormatError::Invalid {
+            what: "copies (more than the source declares)",
+        });
+    }
+    if src.len != files[fi].segments[si].len {
+        return Err(FormatError::LengthMismatch {
+            what: "copy length (differs from its source's)",
+            expected: src.len,
+            found: files[fi].segments[si].len,
+        });
+    }
+    let (chunks, base) = (src.chunks.clone(), src.base.clone());
+    let seg = &mut files[fi].segments[si];
+    seg.chunks = chunks;
+    seg.base = base;
+    Ok(())
 }
 
 /// One file in the archive.
@@ -116,6 +219,7 @@ pub struct Archive<'a> {
     data: &'a [u8],
     files: Cow<'a, [FileInfo]>,
     limits: DecodeLimits,
+    base: Option<&'a dyn BaseProvider>,
 }
 
 impl<'a> Archive<'a> {
@@ -157,6 +261,9 @@ impl<'a> Archive<'a> {
         let mut chunks_left = 0u64;
         let mut expected_next = HEADER_LEN as u64;
         let mut output_total = 0u64;
+        // Where each segment is (archive-wide index -> file, segment), and the copies of each source.
+        let mut places: Vec<Option<(usize, usize)>> = Vec::new();
+        let mut copies: BTreeMap<u64, u64> = BTreeMap::new();
         for e in &entries {
             let loc = at(e.offset);
             if e.offset != expected_next {
@@ -217,13 +324,9 @@ impl<'a> Archive<'a> {
                     }
                     segs_left -= 1;
                     chunks_left = s.chunks;
-                    file.segments.push(SegmentInfo {
-                        name: s.name,
-                        kind: s.kind,
-                        len: s.len,
-                        file_offset,
-                        chunks: Vec::new(),
-                    });
+                    file.segments.push(SegmentInfo::from_record(s, file_offset));
+                    places.push(Some((files.len() - 1, files[files.len() - 1].segments.len() - 1)));
+                    resolve_copy(&mut files, &places, &mut copies).map_err(|er| DecodeError::new(er).at(&loc))?;
                 }
                 RecordKind::Chunk => {
                     let seg = files
@@ -254,6 +357,17 @@ impl<'a> Archive<'a> {
             }
             .into());
         }
+        let declared = places
+            .iter()
+            .flatten()
+            .map(|&(f, s)| files[f].segments[s].retain)
+            .sum::<u64>();
+        if copies.values().sum::<u64>() != declared {
+            return Err(FormatError::Invalid {
+                what: "retained segments (fewer copies than declared)",
+            }
+            .into());
+        }
         for f in &files {
             if f.segments.iter().map(|s| s.len).sum::<u64>() != f.size {
                 return Err(DecodeError::new(FormatError::Invalid {
@@ -269,7 +383,15 @@ impl<'a> Archive<'a> {
             data,
             files: Cow::Owned(files),
             limits,
+            base: None,
         })
+    }
+
+    /// Takes the base tensors of delta segments (a fine-tune stored against its
+    /// base) from `base`; see [`BaseProvider`].
+    pub fn with_base(mut self, base: &'a dyn BaseProvider) -> Self {
+        self.base = Some(base);
+        self
     }
 
     /// Opens a damaged archive for salvage: walks the records from the header
@@ -291,6 +413,8 @@ impl<'a> Archive<'a> {
         let (mut segs_left, mut chunks_left, mut skipping) = (0u64, 0u64, false);
         // Bytes of the current segment not yet claimed by a chunk, and of all files.
         let (mut seg_left, mut output_total) = (0u64, 0u64);
+        let mut places: Vec<Option<(usize, usize)>> = Vec::new();
+        let mut copies: BTreeMap<u64, u64> = BTreeMap::new();
         let mut pos = HEADER_LEN;
         while pos < data.len() {
             let loc = Location {
@@ -317,6 +441,11 @@ impl<'a> Archive<'a> {
             };
             let rec = &data[pos..pos + head.total_len()];
             let body = open_record(rec).map(|(_, b)| b);
+            // Every SEGMENT record counts in the archive-wide numbering copies use,
+            // a damaged one as a hole.
+            if head.kind == RecordKind::Segment {
+                places.push(None);
+            }
             match head.kind {
                 RecordKind::File => match body.and_then(FileRecord::parse) {
                     Ok(f) => {
@@ -365,13 +494,13 @@ impl<'a> Archive<'a> {
                         segs_left -= 1;
                         chunks_left = sr.chunks;
                         seg_left = sr.len;
-                        file.segments.push(SegmentInfo {
-                            name: sr.name,
-                            kind: sr.kind,
-                            len: sr.len,
-                            file_offset,
-                            chunks: Vec::new(),
-                        });
+                        file.segments.push(SegmentInfo::from_record(sr, file_offset));
+                        places.pop();
+                        places.push(Some((files.len() - 1, files[files.len() - 1].segments.len() - 1)));
+                        // A copy whose source was lost stays listed without chunks: it cannot be rebuilt.
+                        if let Err(e) = resolve_copy(&mut files, &places, &mut copies) {
+                            damage.push(DecodeError::new(e).at(&loc));
+                        }
                     }
                     (Err(e), _) => {
                         damage.push(DecodeError::new(e).at(&loc));
@@ -430,6 +559,7 @@ impl<'a> Archive<'a> {
                 data,
                 files: Cow::Owned(files),
                 limits,
+                base: None,
             },
             damage,
         ))
@@ -456,6 +586,7 @@ impl<'a> Archive<'a> {
             data,
             files: Cow::Borrowed(files),
             limits,
+            base: None,
         }
     }
 
@@ -480,8 +611,35 @@ impl<'a> Archive<'a> {
     }
 
     /// Decodes chunk `index` of a segment, checking it against its checksum
-    /// and the length the index gives it.
+    /// and the length the index gives it. A copy reads its source's chunk; a
+    /// delta segment XORs its base tensor's bytes in (the base is fetched and
+    /// checked for each call: [`Archive::read_segment`] fetches it once).
     pub fn read_chunk(&self, file: &FileInfo, seg: &SegmentInfo, index: usize) -> Result<Vec<u8>, DecodeError> {
+        let base = self.base_of(file, seg)?;
+        self.read_chunk_with(file, seg, index, base.as_deref())
+    }
+
+    /// The checked bytes of `seg`'s base tensor, if it is stored against one.
+    fn base_of(&self, file: &FileInfo, seg: &SegmentInfo) -> Result<Option<Vec<u8>>, DecodeError> {
+        let Some(b) = &seg.base else { return Ok(None) };
+        fetch_base(self.base, &b.name, &b.sha256, seg.len)
+            .map(Some)
+            .map_err(|e| {
+                DecodeError::new(e).at(&Location {
+                    file: Some(file.path.clone()),
+                    segment: Some(seg.name.clone()),
+                    ..Location::default()
+                })
+            })
+    }
+
+    fn read_chunk_with(
+        &self,
+        file: &FileInfo,
+        seg: &SegmentInfo,
+        index: usize,
+        base: Option<&[u8]>,
+    ) -> Result<Vec<u8>, DecodeError> {
         let c = seg
             .chunks
             .get(index)
@@ -505,7 +663,7 @@ impl<'a> Archive<'a> {
                 .at(&loc));
             }
         }
-        let out = decode_chunk(body, &self.limits.program).map_err(|e| DecodeError::new(e).at(&loc))?;
+        let mut out = decode_chunk(body, &self.limits.program).map_err(|e| DecodeError::new(e).at(&loc))?;
         if out.len() as u64 != c.decoded_len {
             return Err(DecodeError::new(FormatError::LengthMismatch {
                 what: "chunk length (against the index)",
@@ -513,6 +671,20 @@ impl<'a> Archive<'a> {
                 found: out.len() as u64,
             })
             .at(&loc));
+        }
+        if let Some(base) = base {
+            let at = seg.chunks[..index]
+                .iter()
+                .try_fold(0u64, |a, c| a.checked_add(c.decoded_len))
+                .and_then(|a| usize::try_from(a).ok());
+            let part = at.and_then(|at| base.get(at..at.checked_add(out.len())?));
+            let part = part.ok_or_else(|| {
+                DecodeError::new(FormatError::Invalid {
+                    what: "chunk lengths (beyond the base tensor)",
+                })
+                .at(&loc)
+            })?;
+            xor_into(&mut out, part);
         }
         Ok(out)
     }
@@ -531,9 +703,10 @@ impl<'a> Archive<'a> {
             "chunk lengths (do not add up to the segment's)",
             loc,
         )?;
+        let base = self.base_of(file, seg)?;
         let mut out = Vec::with_capacity(self.reserve(seg.len));
         for i in 0..seg.chunks.len() {
-            out.extend_from_slice(&self.read_chunk(file, seg, i)?);
+            out.extend_from_slice(&self.read_chunk_with(file, seg, i, base.as_deref())?);
         }
         Ok(out)
     }

@@ -17,6 +17,9 @@ pub enum ErrorKind {
     Limit,
     /// The archive uses a version or feature this decoder does not know.
     Compatibility,
+    /// A tensor is stored as a difference from a base tensor that was not
+    /// given, or a different base was given.
+    Base,
 }
 
 /// Where in the archive an error happened.
@@ -56,9 +59,10 @@ impl DecodeError {
             FormatError::Truncated { .. } => ErrorKind::InsufficientData,
             FormatError::LimitExceeded { .. } => ErrorKind::Limit,
             FormatError::UnknownTag {
-                what: "archive version",
+                what: "archive version" | "segment kind",
                 ..
             } => ErrorKind::Compatibility,
+            FormatError::BaseMissing { .. } | FormatError::BaseMismatch { .. } => ErrorKind::Base,
             _ => ErrorKind::Corruption,
         }
     }

@@ -9,7 +9,12 @@
 //!   tensor by name through the index (random access);
 //! - [`StreamDecoder`]: push bytes as they arrive, pull [`Event`]s (file started,
 //!   segment started, decoded bytes, file finished and verified). Memory stays
-//!   bounded by one record (at most 64 MiB, typically a few MiB).
+//!   bounded by one record (at most 64 MiB, typically a few MiB), plus the
+//!   segments the archive marks as retained for later copies (deduplicated
+//!   tensors and files), which [`DecodeLimits::max_retained_bytes`] bounds.
+//!
+//! Segments stored as a difference from a fine-tune's base need the base:
+//! pass a [`BaseProvider`] ([`StreamDecoder::with_base`], [`Archive::with_base`]).
 //!
 //! Every input is untrusted: each record's checksum is checked before it is
 //! parsed, every count is checked against what the record can hold and against
@@ -38,11 +43,64 @@ mod stream;
 #[allow(unsafe_code)]
 pub mod wasm;
 
-pub use archive::{decode_all, Archive, ChunkInfo, DecodedFile, FileInfo, SegmentInfo};
+pub use archive::{decode_all, decode_all_with_base, Archive, BaseRef, ChunkInfo, DecodedFile, FileInfo, SegmentInfo};
 pub use brevis_format as format;
 pub use error::{DecodeError, ErrorKind, Location};
 pub use exec::{decode_chunk, decode_chunk_into};
 pub use stream::{Event, StreamDecoder};
+
+/// The default [`DecodeLimits::max_retained_bytes`]: 4 GiB.
+pub const DEFAULT_MAX_RETAINED: u64 = 4 << 30;
+
+/// Where a fine-tune's base tensors come from, for segments stored as a
+/// difference from a base tensor (`brevis compress --base`). The decoder asks
+/// for a tensor by its name and the SHA-256 of its bytes, and checks the
+/// SHA-256 of what it gets: a wrong base is refused, never used.
+///
+/// Closures `Fn(&str, &[u8; 32]) -> Option<Vec<u8>>` are providers.
+pub trait BaseProvider {
+    /// The bytes of base tensor `name` whose SHA-256 is `sha256`, or `None`
+    /// when the base holds no such tensor.
+    fn tensor(&self, name: &str, sha256: &[u8; 32]) -> Option<alloc::vec::Vec<u8>>;
+}
+
+impl<F: Fn(&str, &[u8; 32]) -> Option<alloc::vec::Vec<u8>>> BaseProvider for F {
+    fn tensor(&self, name: &str, sha256: &[u8; 32]) -> Option<alloc::vec::Vec<u8>> {
+        self(name, sha256)
+    }
+}
+
+/// Fetches base tensor `name`/`sha256` from `base` and checks it: its length
+/// must be `len` and its SHA-256 `sha256`.
+pub(crate) fn fetch_base(
+    base: Option<&dyn BaseProvider>,
+    name: &str,
+    sha256: &[u8; 32],
+    len: u64,
+) -> Result<alloc::vec::Vec<u8>, brevis_format::FormatError> {
+    use sha2::{Digest, Sha256};
+    let bytes = base
+        .and_then(|b| b.tensor(name, sha256))
+        .ok_or(brevis_format::FormatError::BaseMissing { sha256: *sha256 })?;
+    let found: [u8; 32] = Sha256::digest(&bytes).into();
+    if found != *sha256 || bytes.len() as u64 != len {
+        let prefix = |h: &[u8; 32]| {
+            let mut p = [0u8; 8];
+            p.copy_from_slice(&h[..8]);
+            p
+        };
+        return Err(brevis_format::FormatError::BaseMismatch {
+            expected: prefix(sha256),
+            found: prefix(&found),
+        });
+    }
+    Ok(bytes)
+}
+
+/// XORs `base` into `data` (the same length).
+pub(crate) fn xor_into(data: &mut [u8], base: &[u8]) {
+    data.iter_mut().zip(base).for_each(|(d, b)| *d ^= b);
+}
 
 /// Output every archive may produce whatever its size, before
 /// [`DecodeLimits::max_ratio`] applies: 64 MiB (four chunks of zeros, say).
@@ -68,6 +126,11 @@ pub struct DecodeLimits {
     /// [`Archive::open`], on the sizes the files declare. `0` means no limit;
     /// the default is [`DEFAULT_MAX_RATIO`].
     pub max_ratio: u64,
+    /// Most bytes the streaming decoder keeps at once for later copies
+    /// (segments an archive marks as retained: tied weights, identical files).
+    /// Checked when a retained segment starts; the default is
+    /// [`DEFAULT_MAX_RETAINED`].
+    pub max_retained_bytes: u64,
 }
 
 impl Default for DecodeLimits {
@@ -76,6 +139,7 @@ impl Default for DecodeLimits {
             program: Default::default(),
             max_output_bytes: u64::MAX,
             max_ratio: DEFAULT_MAX_RATIO,
+            max_retained_bytes: DEFAULT_MAX_RETAINED,
         }
     }
 }

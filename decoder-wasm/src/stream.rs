@@ -5,14 +5,22 @@
 //! decodes at most one record. It checks the archive's structure as it goes
 //! (segment lengths, chunk counts, file sizes and SHA-256, the index against the
 //! records actually seen), so a stream that ends cleanly was verified end to end.
+//!
+//! Segments marked as retained (`SegmentRecord::retain`) are kept, once decoded,
+//! until their last copy: a copy segment (no chunks) is emitted from them as
+//! [`Event::Data`] pieces like any other segment. What is kept at once is
+//! bounded by [`DecodeLimits::max_retained_bytes`]. Segments stored as a
+//! difference from a base tensor are XORed with the tensor a
+//! [`BaseProvider`] gives, after its SHA-256 is checked.
 
-use alloc::collections::VecDeque;
+use alloc::boxed::Box;
+use alloc::collections::{BTreeMap, VecDeque};
 use alloc::string::String;
 use alloc::vec::Vec;
 
 use brevis_format::archive::{
     self, check_header, open_record, parse_end, parse_index, ChunkRecord, FileRecord, IndexEntry, RecordHead,
-    RecordKind, SegmentKind, SegmentRecord, HEADER_LEN,
+    RecordKind, SegmentKind, SegmentRecord, SegmentSource, HEADER_LEN,
 };
 use brevis_format::program::Limits;
 use brevis_format::FormatError;
@@ -20,7 +28,10 @@ use sha2::{Digest, Sha256};
 
 use crate::error::{DecodeError, Location};
 use crate::exec::decode_chunk_into;
-use crate::DecodeLimits;
+use crate::{fetch_base, xor_into, BaseProvider, DecodeLimits};
+
+/// Bytes per [`Event::Data`] piece of a copied segment.
+const COPY_PIECE: usize = 4 << 20;
 
 /// What the streaming decoder reports, in archive order.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -62,6 +73,8 @@ enum State {
     FileOrIndex,
     Segment,
     Chunk,
+    /// Emitting a copy of a retained segment.
+    Copy,
     End,
     Done,
 }
@@ -77,6 +90,22 @@ struct OpenSegment {
     chunks_left: u64,
     bytes_left: u64,
     chunk_no: u64,
+    /// For a delta segment: the base tensor's bytes and where the next chunk starts in them.
+    base: Option<(Vec<u8>, usize)>,
+    /// For a retained segment: its archive-wide index, its copies and its bytes so far.
+    retain: Option<(u64, u64, Vec<u8>)>,
+}
+
+/// A retained segment's bytes and the copies still to come.
+struct Retained {
+    bytes: Vec<u8>,
+    copies_left: u64,
+}
+
+/// A copy being emitted: the source's index and the bytes emitted so far.
+struct PendingCopy {
+    source: u64,
+    at: usize,
 }
 
 /// The type of [`StreamDecoder::next_event`]'s (absent) decode-ahead function.
@@ -105,6 +134,16 @@ pub struct StreamDecoder {
     /// Chunks decoded ahead by [`Self::next_event_parallel`]: each record's offset
     /// and what decoding its body gave, used when the record is reached.
     predecoded: VecDeque<(u64, Result<Vec<u8>, FormatError>)>,
+    /// Where base tensors come from (delta segments).
+    base: Option<Box<dyn BaseProvider>>,
+    /// SEGMENT records seen so far (the next one's archive-wide index).
+    segments_seen: u64,
+    /// Retained segments awaiting copies, by archive-wide index.
+    retained: BTreeMap<u64, Retained>,
+    /// Bytes declared by the retained segments held or being decoded.
+    retained_total: u64,
+    /// The copy being emitted.
+    copy: Option<PendingCopy>,
 }
 
 impl Default for StreamDecoder {
@@ -132,7 +171,28 @@ impl StreamDecoder {
             failed: None,
             queue: VecDeque::new(),
             predecoded: VecDeque::new(),
+            base: None,
+            segments_seen: 0,
+            retained: BTreeMap::new(),
+            retained_total: 0,
+            copy: None,
         }
+    }
+
+    /// A decoder that takes the base tensors of delta segments (a fine-tune
+    /// stored against its base) from `base`. Without one, such a segment fails
+    /// with [`FormatError::BaseMissing`]; with a base whose tensor has another
+    /// SHA-256, with [`FormatError::BaseMismatch`] (both [`crate::ErrorKind::Base`]).
+    pub fn with_base(limits: DecodeLimits, base: Box<dyn BaseProvider>) -> Self {
+        StreamDecoder {
+            base: Some(base),
+            ..Self::new(limits)
+        }
+    }
+
+    /// Bytes of retained segments held for later copies right now.
+    pub fn retained_bytes(&self) -> u64 {
+        self.retained.values().map(|r| r.bytes.len() as u64).sum()
     }
 
     /// Appends input bytes. Decoding happens in [`Self::next_event`].
@@ -289,6 +349,10 @@ impl StreamDecoder {
                 self.state = State::FileOrIndex;
                 Ok(true)
             }
+            State::Copy => {
+                self.copy_step()?;
+                Ok(true)
+            }
             State::Done => {
                 if avail > 0 {
                     return Err(FormatError::TrailingBytes {
@@ -362,6 +426,8 @@ impl StreamDecoder {
             }
             (State::Segment, RecordKind::Segment) => {
                 let seg = SegmentRecord::parse(body)?;
+                let index = self.segments_seen;
+                self.segments_seen += 1;
                 self.loc.segment = Some(seg.name.clone());
                 self.loc.chunk = None;
                 self.seen.push(IndexEntry {
@@ -385,18 +451,67 @@ impl StreamDecoder {
                 }
                 let chunks = seg.chunks;
                 let len = seg.len;
+                if seg.retain > 0 {
+                    // Before decoding anything: what the archive asks to keep must fit.
+                    self.retained_total = self.retained_total.saturating_add(len);
+                    if self.retained_total > self.limits.max_retained_bytes {
+                        return Err(FormatError::LimitExceeded {
+                            limit: "retained bytes (segments kept for later copies)",
+                            requested: self.retained_total,
+                            allowed: self.limits.max_retained_bytes,
+                        }
+                        .into());
+                    }
+                }
+                let mut base = None;
+                match &seg.source {
+                    SegmentSource::Chunks => {}
+                    SegmentSource::Copy { segment } => {
+                        let source = self.retained.get(segment).ok_or(FormatError::Invalid {
+                            what: "copy source (not a retained earlier segment)",
+                        })?;
+                        if source.bytes.len() as u64 != len {
+                            return Err(FormatError::LengthMismatch {
+                                what: "copy length (differs from its source's)",
+                                expected: source.bytes.len() as u64,
+                                found: len,
+                            }
+                            .into());
+                        }
+                        // A copy is output like decoded chunks: earned by the archive read so far.
+                        self.decoded_total = self.decoded_total.saturating_add(len);
+                        let read_so_far = offset + (body.len() + archive::RECORD_OVERHEAD) as u64;
+                        self.limits.check_ratio(self.decoded_total, read_so_far)?;
+                    }
+                    SegmentSource::BaseDelta { sha256 } => {
+                        base = Some((fetch_base(self.base.as_deref(), &seg.name, sha256, len)?, 0));
+                    }
+                }
                 self.queue.push_back(Event::SegmentStart {
                     name: seg.name,
                     kind: seg.kind,
                     len,
                 });
-                if chunks == 0 {
+                let retain = (seg.retain > 0).then(|| (index, seg.retain, Vec::new()));
+                if let SegmentSource::Copy { segment } = seg.source {
+                    self.copy = Some(PendingCopy { source: segment, at: 0 });
+                    self.state = State::Copy;
+                } else if chunks == 0 {
+                    self.segment = Some(OpenSegment {
+                        chunks_left: 0,
+                        bytes_left: 0,
+                        chunk_no: 0,
+                        base: None,
+                        retain,
+                    });
                     self.close_segment()?;
                 } else {
                     self.segment = Some(OpenSegment {
                         chunks_left: chunks,
                         bytes_left: len,
                         chunk_no: 0,
+                        base,
+                        retain,
                     });
                     self.state = State::Chunk;
                 }
@@ -422,7 +537,7 @@ impl StreamDecoder {
                 self.decoded_total = self.decoded_total.saturating_add(header.decoded_len);
                 let read_so_far = offset + (body.len() + archive::RECORD_OVERHEAD) as u64;
                 self.limits.check_ratio(self.decoded_total, read_so_far)?;
-                let data = match self.predecoded.pop_front() {
+                let mut data = match self.predecoded.pop_front() {
                     Some((at, result)) if at == offset => result?,
                     other => {
                         // Nothing decoded ahead for this record (or, defensively,
@@ -435,6 +550,18 @@ impl StreamDecoder {
                         data
                     }
                 };
+                if let Some((base, at)) = seg.base.as_mut() {
+                    let part = base.get(*at..*at + data.len()).ok_or(FormatError::LengthMismatch {
+                        what: "chunk lengths (beyond the base tensor)",
+                        expected: base.len() as u64,
+                        found: (*at + data.len()) as u64,
+                    })?;
+                    xor_into(&mut data, part);
+                    *at += data.len();
+                }
+                if let Some((_, _, kept)) = seg.retain.as_mut() {
+                    kept.extend_from_slice(&data);
+                }
                 seg.bytes_left -= data.len() as u64;
                 seg.chunks_left -= 1;
                 seg.chunk_no += 1;
@@ -455,6 +582,12 @@ impl StreamDecoder {
                 }
             }
             (State::FileOrIndex, RecordKind::Index) => {
+                if !self.retained.is_empty() {
+                    return Err(FormatError::Invalid {
+                        what: "retained segments (fewer copies than declared)",
+                    }
+                    .into());
+                }
                 let entries = parse_index(body, offset)?;
                 if entries != self.seen {
                     return Err(FormatError::Corrupt {
@@ -489,8 +622,51 @@ impl StreamDecoder {
         Ok(())
     }
 
+    /// Emits the next piece of the copy being made; closes the segment after the last.
+    fn copy_step(&mut self) -> Result<(), DecodeError> {
+        let copy = self
+            .copy
+            .as_mut()
+            .ok_or(FormatError::Invalid { what: "record order" })?;
+        let source = self
+            .retained
+            .get_mut(&copy.source)
+            .ok_or(FormatError::Invalid { what: "copy source" })?;
+        let end = (copy.at + COPY_PIECE).min(source.bytes.len());
+        if copy.at < end {
+            let piece = source.bytes[copy.at..end].to_vec();
+            copy.at = end;
+            let file = self
+                .file
+                .as_mut()
+                .ok_or(FormatError::Invalid { what: "record order" })?;
+            file.hasher.update(&piece);
+            file.bytes_seen += piece.len() as u64;
+            self.queue.push_back(Event::Data(piece));
+        }
+        if end == source.bytes.len() {
+            source.copies_left -= 1;
+            if source.copies_left == 0 {
+                let len = source.bytes.len() as u64;
+                self.retained.remove(&copy.source);
+                self.retained_total -= len;
+            }
+            self.copy = None;
+            self.close_segment()?;
+        }
+        Ok(())
+    }
+
     fn close_segment(&mut self) -> Result<(), DecodeError> {
-        self.segment = None;
+        if let Some((index, copies, bytes)) = self.segment.take().and_then(|s| s.retain) {
+            self.retained.insert(
+                index,
+                Retained {
+                    bytes,
+                    copies_left: copies,
+                },
+            );
+        }
         self.queue.push_back(Event::SegmentEnd);
         let file = self
             .file

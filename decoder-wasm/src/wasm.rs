@@ -14,8 +14,10 @@
 //!   package's stream API is benchmarked against).
 //!
 //! Errors become JavaScript `Error`s named `BrevisError` with `code`
-//! (`truncated`, `corrupt`, `limit`, `unsupported`), `offset`, `file`,
-//! `segment` and `chunk` properties where known.
+//! (`truncated`, `corrupt`, `limit`, `unsupported`, `base`), `offset`, `file`,
+//! `segment` and `chunk` properties where known. Deduplicated segments (copies)
+//! decode transparently; segments stored against a fine-tune's base are not
+//! supported here (no base provider): they fail with code `base`.
 //!
 //! wasm-bindgen's generated glue is the only `unsafe` in the crate; this module
 //! itself writes none (the crate denies it everywhere else).
@@ -71,6 +73,8 @@ fn js_error(e: &DecodeError) -> JsValue {
         ErrorKind::InsufficientData => "truncated",
         ErrorKind::Limit => "limit",
         ErrorKind::Compatibility => "unsupported",
+        // A fine-tune stored against its base: the bindings take no base.
+        ErrorKind::Base => "base",
         _ => "corrupt",
     };
     let obj: &Object = err.as_ref();
@@ -330,7 +334,12 @@ impl ArchiveHandle {
                 set(&seg, "size", JsValue::from_f64(s.len as f64));
                 set(&seg, "offset", JsValue::from_f64(s.file_offset as f64));
                 set(&seg, "chunks", JsValue::from_f64(s.chunks.len() as f64));
-                let stored: u64 = s.chunks.iter().map(|c| c.record_len).sum();
+                // A copy lists its source's chunks; it stores none itself.
+                let stored: u64 = if s.copy_of.is_some() {
+                    0
+                } else {
+                    s.chunks.iter().map(|c| c.record_len).sum()
+                };
                 set(&seg, "stored", JsValue::from_f64(stored as f64));
                 segs.push(&seg);
             }

@@ -1,19 +1,29 @@
 //! The compression pipeline: plan segments, cut chunks, synthesize a program
 //! per chunk in parallel, verify each with the real decoder, write in order.
+//!
+//! Across files: every segment of every file is planned first, and a segment
+//! whose bytes equal an earlier one's (tied weights, repeated shards, the same
+//! tensor in several ONNX variants, identical files) becomes a copy of it; the
+//! first is marked retained with its number of copies. With a base
+//! ([`compress_files_with_base`]), a tensor that has a same-name, same-dtype,
+//! same-shape tensor in the base is stored as the XOR with it when a sample
+//! says that compresses better.
 
+use std::collections::HashMap;
 use std::io::Write;
 use std::ops::Range;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
 use brevis_decoder::decode_chunk;
-use brevis_format::archive::{chunk_checksum, ChunkRecord, FileRecord, SegmentKind, SegmentRecord};
+use brevis_format::archive::{chunk_checksum, ChunkRecord, FileRecord, SegmentKind, SegmentRecord, SegmentSource};
 use brevis_format::program::{serialize, Limits, Node};
 use brevis_format::stream::Stream;
 use brevis_format::wire::LitEncoding;
 use rayon::prelude::*;
 use sha2::{Digest, Sha256};
 
+use crate::base::BaseTensors;
 use crate::containers::{self, plain, Container, ExternalData, Layout, SegmentPlan};
 use crate::synth::{Hint, Synthesizer};
 use crate::writer::ArchiveWriter;
@@ -22,6 +32,10 @@ use crate::writer::ArchiveWriter;
 /// to stream and to spread over cores.
 pub const DEFAULT_CHUNK_BYTES: usize = 4 << 20;
 
+/// Segments shorter than this are never deduplicated (a copy record would
+/// save next to nothing and the decoder would keep them for nothing).
+pub const MIN_DEDUP_BYTES: usize = 64;
+
 /// Settings of a compression run.
 #[derive(Clone, Copy, Debug)]
 pub struct CompressOptions {
@@ -29,6 +43,8 @@ pub struct CompressOptions {
     pub chunk_bytes: usize,
     /// Limits the verifying decoder applies (the same a reader will).
     pub limits: Limits,
+    /// Store identical segments once (default true).
+    pub dedup: bool,
 }
 
 impl Default for CompressOptions {
@@ -36,8 +52,29 @@ impl Default for CompressOptions {
         CompressOptions {
             chunk_bytes: DEFAULT_CHUNK_BYTES,
             limits: Limits::default(),
+            dedup: true,
         }
     }
+}
+
+/// Where a planned segment's bytes will come from.
+#[derive(Clone, Debug)]
+enum Source<'b> {
+    /// Its own chunks.
+    Chunks,
+    /// A copy of the segment with this archive-wide index.
+    Copy(u64),
+    /// Chunks of its XOR with this base tensor.
+    Delta { base: &'b [u8], sha256: [u8; 32] },
+}
+
+/// A file's plan: its segments, where each one's bytes come from, and how
+/// many copies later segments make of each.
+struct FilePlan<'b> {
+    container: Container,
+    plans: Vec<SegmentPlan>,
+    sources: Vec<Source<'b>>,
+    retain: Vec<u64>,
 }
 
 /// A file to archive.
@@ -83,11 +120,13 @@ pub struct FileReport {
     pub elapsed: Duration,
 }
 
-struct ChunkJob {
+struct ChunkJob<'b> {
     segment: usize,
     range: Range<usize>,
     root_width: u8,
     hint: Hint,
+    /// For a delta segment: the base bytes under `range`.
+    base: Option<&'b [u8]>,
 }
 
 struct ChunkDone {
@@ -99,7 +138,7 @@ struct ChunkDone {
 }
 
 /// Cuts a segment into chunk jobs.
-fn chunk_jobs(segment: usize, plan: &SegmentPlan, data: &[u8], chunk_bytes: usize, jobs: &mut Vec<ChunkJob>) {
+fn chunk_jobs(segment: usize, plan: &SegmentPlan, data: &[u8], chunk_bytes: usize, jobs: &mut Vec<ChunkJob<'_>>) {
     let range = plan.range.clone();
     // Opaque bytes whose structure the container knows: chunks hold whole
     // records (or words), the tail (if any) goes in a chunk of its own.
@@ -122,6 +161,7 @@ fn chunk_jobs(segment: usize, plan: &SegmentPlan, data: &[u8], chunk_bytes: usiz
                 range: at..end,
                 root_width,
                 hint,
+                base: None,
             });
             at = end;
         }
@@ -131,6 +171,7 @@ fn chunk_jobs(segment: usize, plan: &SegmentPlan, data: &[u8], chunk_bytes: usiz
                 range: whole..range.end,
                 root_width: 8,
                 hint: Hint::Opaque,
+                base: None,
             });
         }
         return;
@@ -146,6 +187,7 @@ fn chunk_jobs(segment: usize, plan: &SegmentPlan, data: &[u8], chunk_bytes: usiz
                     range: at..end,
                     root_width: dtype.bits(),
                     hint: Hint::Tensor(*dtype),
+                    base: None,
                 });
                 at = end;
             }
@@ -163,6 +205,7 @@ fn chunk_jobs(segment: usize, plan: &SegmentPlan, data: &[u8], chunk_bytes: usiz
                         range: at..end,
                         root_width: 8,
                         hint: Hint::Opaque,
+                        base: None,
                     });
                     at = end;
                 }
@@ -173,6 +216,7 @@ fn chunk_jobs(segment: usize, plan: &SegmentPlan, data: &[u8], chunk_bytes: usiz
                         range: at..window.end,
                         root_width: 8,
                         hint: Hint::Opaque,
+                        base: None,
                     });
                     at = window.end;
                     continue;
@@ -182,6 +226,7 @@ fn chunk_jobs(segment: usize, plan: &SegmentPlan, data: &[u8], chunk_bytes: usiz
                     range: at..at + len,
                     root_width: view.width,
                     hint: Hint::Opaque,
+                    base: None,
                 });
                 at += len;
                 if window.end == range.end && at < range.end {
@@ -190,6 +235,7 @@ fn chunk_jobs(segment: usize, plan: &SegmentPlan, data: &[u8], chunk_bytes: usiz
                         range: at..range.end,
                         root_width: 8,
                         hint: Hint::Opaque,
+                        base: None,
                     });
                     at = range.end;
                 }
@@ -229,26 +275,126 @@ pub fn compress_file<W: Write>(
     opts: &CompressOptions,
     progress: &(dyn Fn(u64) + Sync),
 ) -> Result<FileReport> {
-    compress_planned(w, file, &ExternalData::new(), synth, opts, progress)
+    let plan = plan_file(file, &ExternalData::new())?;
+    compress_planned(w, file, &plan, synth, opts, progress)
 }
 
-/// [`compress_file`], with what the other files' containers say about this
-/// one (ONNX external data).
+/// Plans a file's segments (what the other files' containers say about it
+/// included: ONNX external data); every byte comes from its own chunks.
+fn plan_file<'b>(file: &InputFile<'_>, external: &ExternalData) -> Result<FilePlan<'b>> {
+    let (container, plans) = containers::plan_with(&file.archive_path, file.data, external)?;
+    let plans: Vec<_> = plans
+        .into_iter()
+        .filter(|p| !p.range.is_empty() || matches!(p.kind, SegmentKind::Tensor { .. }))
+        .collect();
+    Ok(FilePlan {
+        container,
+        sources: vec![Source::Chunks; plans.len()],
+        retain: vec![0; plans.len()],
+        plans,
+    })
+}
+
+/// Marks every segment whose bytes equal an earlier segment's (in archive
+/// order, across files) as a copy of the first, and counts each first's copies.
+fn dedup(files: &[InputFile<'_>], plans: &mut [FilePlan<'_>]) {
+    // (file, segment) of each archive-wide segment index.
+    let places: Vec<(usize, usize)> = plans
+        .iter()
+        .enumerate()
+        .flat_map(|(f, p)| (0..p.plans.len()).map(move |s| (f, s)))
+        .collect();
+    let bytes = |(f, s): (usize, usize)| &files[f].data[plans[f].plans[s].range.clone()];
+    let hashes: Vec<Option<[u8; 32]>> = places
+        .par_iter()
+        .map(|&at| {
+            let b = bytes(at);
+            (b.len() >= MIN_DEDUP_BYTES).then(|| Sha256::digest(b).into())
+        })
+        .collect();
+    let mut firsts: HashMap<[u8; 32], Vec<usize>> = HashMap::new();
+    let mut copies: Vec<(usize, usize)> = Vec::new();
+    for (g, h) in hashes.iter().enumerate() {
+        let Some(h) = h else { continue };
+        let seen = firsts.entry(*h).or_default();
+        // Equal hashes are checked byte for byte: a copy is never a guess.
+        match seen.iter().find(|&&first| bytes(places[first]) == bytes(places[g])) {
+            Some(&first) => copies.push((g, first)),
+            None => seen.push(g),
+        }
+    }
+    for (g, first) in copies {
+        let (f, s) = places[g];
+        plans[f].sources[s] = Source::Copy(first as u64);
+        let (ff, fs) = places[first];
+        plans[ff].retain[fs] += 1;
+    }
+}
+
+/// Bytes per sample and samples per tensor when deciding whether a delta pays.
+const DELTA_SAMPLE: usize = 64 << 10;
+const DELTA_SAMPLES: usize = 16;
+
+/// True when the XOR of `target` with `base` compresses better than `target`
+/// alone, judged by zstd -3 on up to 16 spread slices of 64 KiB.
+fn delta_pays(target: &[u8], base: &[u8]) -> bool {
+    let n = target.len();
+    let step = (n / DELTA_SAMPLES).max(DELTA_SAMPLE);
+    let (mut plain, mut xor) = (Vec::new(), Vec::new());
+    let mut at = 0;
+    while at < n {
+        let end = (at + DELTA_SAMPLE).min(n);
+        plain.extend_from_slice(&target[at..end]);
+        xor.extend(target[at..end].iter().zip(&base[at..end]).map(|(a, b)| a ^ b));
+        at += step;
+    }
+    let size = |b: &[u8]| zstd::bulk::compress(b, 3).map(|v| v.len()).unwrap_or(usize::MAX);
+    size(&xor) < size(&plain)
+}
+
+/// Stores each tensor that is not a copy and has a matching base tensor
+/// (same name, dtype and shape) as a delta against it, when that pays.
+fn use_base<'b>(files: &[InputFile<'_>], plans: &mut [FilePlan<'b>], base: &'b BaseTensors) {
+    for (file, plan) in files.iter().zip(plans.iter_mut()) {
+        let found: Vec<Option<Source<'b>>> = plan
+            .plans
+            .par_iter()
+            .zip(&plan.sources)
+            .map(|(p, src)| {
+                let SegmentKind::Tensor { dtype, shape } = &p.kind else {
+                    return None;
+                };
+                if !matches!(src, Source::Chunks) || p.range.is_empty() {
+                    return None;
+                }
+                let b = base.find(&file.archive_path, &p.name, *dtype, shape)?;
+                let target = &file.data[p.range.clone()];
+                delta_pays(target, b).then(|| Source::Delta {
+                    base: b,
+                    sha256: Sha256::digest(b).into(),
+                })
+            })
+            .collect();
+        for (src, f) in plan.sources.iter_mut().zip(found) {
+            if let Some(f) = f {
+                *src = f;
+            }
+        }
+    }
+}
+
+/// Writes a planned file.
 fn compress_planned<W: Write>(
     w: &mut ArchiveWriter<W>,
     file: &InputFile<'_>,
-    external: &ExternalData,
+    plan: &FilePlan<'_>,
     synth: &dyn Synthesizer,
     opts: &CompressOptions,
     progress: &(dyn Fn(u64) + Sync),
 ) -> Result<FileReport> {
     let started = Instant::now();
     let data = file.data;
-    let (container, plans) = containers::plan_with(&file.archive_path, data, external)?;
-    let plans: Vec<_> = plans
-        .into_iter()
-        .filter(|p| !p.range.is_empty() || matches!(p.kind, SegmentKind::Tensor { .. }))
-        .collect();
+    let plans = &plan.plans;
     let sha256: [u8; 32] = Sha256::digest(data).into();
     let start_offset = w.offset();
     w.file(&FileRecord {
@@ -260,16 +406,31 @@ fn compress_planned<W: Write>(
 
     let mut jobs = Vec::new();
     for (i, p) in plans.iter().enumerate() {
-        chunk_jobs(i, p, data, opts.chunk_bytes, &mut jobs);
+        match &plan.sources[i] {
+            Source::Chunks => chunk_jobs(i, p, data, opts.chunk_bytes, &mut jobs),
+            Source::Copy(_) => progress(p.range.len() as u64),
+            Source::Delta { base, .. } => {
+                let first = jobs.len();
+                chunk_jobs(i, p, data, opts.chunk_bytes, &mut jobs);
+                for j in &mut jobs[first..] {
+                    let at = j.range.start - p.range.start;
+                    j.base = Some(&base[at..at + j.range.len()]);
+                }
+            }
+        }
     }
     let mut segments: Vec<SegmentReport> = plans
         .iter()
-        .map(|p| SegmentReport {
+        .zip(&plan.sources)
+        .map(|(p, src)| SegmentReport {
             name: p.name.clone(),
             kind: p.kind.clone(),
             len: p.range.len() as u64,
             compressed: 0,
-            programs: Vec::new(),
+            programs: match src {
+                Source::Copy(g) => vec![format!("copy of segment {g}")],
+                _ => Vec::new(),
+            },
         })
         .collect();
     let mut chunk_counts = vec![0u64; plans.len()];
@@ -288,6 +449,12 @@ fn compress_planned<W: Write>(
             name: plans[i].name.clone(),
             len: plans[i].range.len() as u64,
             chunks: chunk_counts[i],
+            retain: plan.retain[i],
+            source: match &plan.sources[i] {
+                Source::Chunks => SegmentSource::Chunks,
+                Source::Copy(g) => SegmentSource::Copy { segment: *g },
+                Source::Delta { sha256, .. } => SegmentSource::BaseDelta { sha256: *sha256 },
+            },
         })?;
         segments[i].compressed += w.offset() - before;
         Ok(())
@@ -296,21 +463,32 @@ fn compress_planned<W: Write>(
         let done: Vec<Result<ChunkDone>> = group
             .par_iter()
             .map(|j| {
-                let bytes = &data[j.range.clone()];
+                let xored: Vec<u8>;
+                let bytes = match j.base {
+                    Some(b) => {
+                        xored = data[j.range.clone()].iter().zip(b).map(|(a, b)| a ^ b).collect();
+                        &xored[..]
+                    }
+                    None => &data[j.range.clone()],
+                };
                 let (body, program, fell_back) = encode_chunk(bytes, j.root_width, j.hint, synth, &opts.limits)?;
                 progress(bytes.len() as u64);
                 Ok(ChunkDone {
                     segment: j.segment,
                     body,
                     decoded_len: bytes.len() as u64,
-                    program,
+                    program: if j.base.is_some() {
+                        format!("base ^ {program}")
+                    } else {
+                        program
+                    },
                     fell_back,
                 })
             })
             .collect();
         for d in done {
             let d = d?;
-            // Segments with no chunks (empty tensors) between the last written one and this one.
+            // Segments with no chunks (empty tensors, copies) between the last written one and this one.
             while next_segment <= d.segment {
                 write_segment_header(w, next_segment, &mut segments)?;
                 next_segment += 1;
@@ -329,7 +507,7 @@ fn compress_planned<W: Write>(
     }
     Ok(FileReport {
         path: file.archive_path.clone(),
-        container,
+        container: plan.container,
         size: data.len() as u64,
         compressed: w.offset() - start_offset,
         segments,
@@ -347,14 +525,38 @@ pub fn compress_files<W: Write>(
     opts: &CompressOptions,
     progress: &(dyn Fn(u64) + Sync),
 ) -> Result<(W, u64, Vec<FileReport>)> {
-    let mut w = ArchiveWriter::new(out)?;
-    let mut reports = Vec::with_capacity(files.len());
+    compress_files_with_base(out, files, None, synth, opts, progress)
+}
+
+/// [`compress_files`] against a fine-tune's base: tensors with a same-name,
+/// same-dtype, same-shape tensor in `base` are stored as their XOR with it
+/// (when a sample says that is smaller), and decoding needs the same base.
+pub fn compress_files_with_base<W: Write>(
+    out: W,
+    files: &[InputFile<'_>],
+    base: Option<&BaseTensors>,
+    synth: &dyn Synthesizer,
+    opts: &CompressOptions,
+    progress: &(dyn Fn(u64) + Sync),
+) -> Result<(W, u64, Vec<FileReport>)> {
     // A pre-pass over the models: which files hold their external data.
     let all: Vec<(&str, &[u8])> = files.iter().map(|f| (f.archive_path.as_str(), f.data)).collect();
     let external = containers::external_data(&all);
-    for f in files {
+    let mut plans = files
+        .iter()
+        .map(|f| plan_file(f, &external).with_context(|| format!("compressing `{}`", f.archive_path)))
+        .collect::<Result<Vec<_>>>()?;
+    if opts.dedup {
+        dedup(files, &mut plans);
+    }
+    if let Some(base) = base {
+        use_base(files, &mut plans, base);
+    }
+    let mut w = ArchiveWriter::new(out)?;
+    let mut reports = Vec::with_capacity(files.len());
+    for (f, plan) in files.iter().zip(&plans) {
         reports.push(
-            compress_planned(&mut w, f, &external, synth, opts, progress)
+            compress_planned(&mut w, f, plan, synth, opts, progress)
                 .with_context(|| format!("compressing `{}`", f.archive_path))?,
         );
     }

@@ -8,9 +8,11 @@
 #![warn(missing_docs)]
 
 pub mod atomic;
+pub mod base;
 pub mod compress;
 pub mod containers;
 pub mod synth;
 pub mod writer;
 
-pub use compress::{compress_files, CompressOptions, FileReport, InputFile, SegmentReport};
+pub use base::BaseTensors;
+pub use compress::{compress_files, compress_files_with_base, CompressOptions, FileReport, InputFile, SegmentReport};

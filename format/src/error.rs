@@ -78,6 +78,20 @@ pub enum FormatError {
         /// The checksum computed.
         computed: u64,
     },
+    /// A segment is stored as a difference from a base tensor (a fine-tune
+    /// against its base) and the caller gave no base, or none holding it.
+    BaseMissing {
+        /// SHA-256 of the base tensor's bytes, as the segment names it.
+        sha256: [u8; 32],
+    },
+    /// The base tensor the caller gave is not the one the segment was made
+    /// against (its SHA-256 or length differs): a wrong base.
+    BaseMismatch {
+        /// The first 8 bytes of the SHA-256 the segment names.
+        expected: [u8; 8],
+        /// The first 8 bytes of the SHA-256 of the bytes given.
+        found: [u8; 8],
+    },
     /// Bytes left over where the format says a structure ends.
     TrailingBytes {
         /// The structure.
@@ -108,9 +122,25 @@ impl fmt::Display for FormatError {
                 f,
                 "checksum mismatch in {what}: stored {stored:#018x}, computed {computed:#018x}"
             ),
+            FormatError::BaseMissing { sha256 } => {
+                f.write_str("base tensor missing: this tensor is stored as a difference from a base tensor (SHA-256 ")?;
+                hex(f, sha256)?;
+                f.write_str(") that was not provided; decode with its base (brevis --base BASE)")
+            }
+            FormatError::BaseMismatch { expected, found } => {
+                f.write_str("wrong base tensor: this tensor is stored as a difference from a base tensor with SHA-256 ")?;
+                hex(f, expected)?;
+                f.write_str("…, the base gives one with SHA-256 ")?;
+                hex(f, found)?;
+                f.write_str("… (not the base it was compressed against)")
+            }
             FormatError::TrailingBytes { what, count } => write!(f, "{count} unexpected trailing bytes after {what}"),
         }
     }
+}
+
+fn hex(f: &mut fmt::Formatter<'_>, bytes: &[u8]) -> fmt::Result {
+    bytes.iter().try_for_each(|b| write!(f, "{b:02x}"))
 }
 
 impl core::error::Error for FormatError {}

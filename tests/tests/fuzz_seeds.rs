@@ -202,12 +202,7 @@ fn handmade_archive() -> Vec<u8> {
         sha256: Sha256::digest(&data).into(),
         segments: 1,
     };
-    let seg = SegmentRecord {
-        kind: SegmentKind::Opaque,
-        name: "ops".into(),
-        len: data.len() as u64,
-        chunks: chunks.len() as u64,
-    };
+    let seg = SegmentRecord::new(SegmentKind::Opaque, "ops", data.len() as u64, chunks.len() as u64);
     let mut a = header().to_vec();
     let mut index = Vec::new();
     let mut record = |a: &mut Vec<u8>, kind: RecordKind, body: &[u8], decoded_len: u64| {

@@ -130,13 +130,7 @@ fn file_rec(path: &str, data: &[u8], segments: u64) -> (RecordKind, Vec<u8>) {
 fn opaque_seg(len: u64, chunks: u64) -> (RecordKind, Vec<u8>) {
     (
         RecordKind::Segment,
-        SegmentRecord {
-            kind: SegmentKind::Opaque,
-            name: "x".into(),
-            len,
-            chunks,
-        }
-        .body(),
+        SegmentRecord::new(SegmentKind::Opaque, "x", len, chunks).body(),
     )
 }
 
@@ -199,13 +193,7 @@ fn huge_counts_are_refused_before_allocating() {
         file_rec("f", &[], 1),
         (
             RecordKind::Segment,
-            SegmentRecord {
-                kind: SegmentKind::Opaque,
-                name: "x".into(),
-                len: 0,
-                chunks: 0,
-            }
-            .body(),
+            SegmentRecord::new(SegmentKind::Opaque, "x", 0, 0).body(),
         ),
         (RecordKind::Chunk, body),
     ]);

@@ -204,7 +204,43 @@ pub enum SegmentKind {
     },
 }
 
-/// Starts a segment: `u8 kind | string name | [u8 dtype | varint rank | varint dims…] | varint len | varint chunks`.
+/// Where a segment's bytes come from.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub enum SegmentSource {
+    /// Its chunks, as always (format 1 before dedup and deltas).
+    #[default]
+    Chunks,
+    /// A copy of an earlier segment of the archive: `segment` is that segment's
+    /// archive-wide index (SEGMENT records counted from 0, in archive order),
+    /// which carries a retain mark. No chunks follow.
+    Copy {
+        /// Archive-wide index of the source segment.
+        segment: u64,
+    },
+    /// Its chunks decode to the XOR of its bytes with a base tensor's bytes
+    /// (same length), given by the caller and identified by its SHA-256.
+    BaseDelta {
+        /// SHA-256 of the base tensor's bytes.
+        sha256: [u8; 32],
+    },
+}
+
+/// Bits of a SEGMENT record's kind byte (`docs/FORMAT.md`).
+pub mod segment_flags {
+    /// dtype and shape follow the name.
+    pub const TENSOR: u8 = 1;
+    /// `copies: varint` follows: later segments copy this one's bytes.
+    pub const RETAIN: u8 = 2;
+    /// `source: varint` follows: the bytes are those of an earlier segment.
+    pub const COPY: u8 = 4;
+    /// `base_sha256[32]` follows: the chunks hold the XOR with a base tensor.
+    pub const BASE_DELTA: u8 = 8;
+    /// Every bit a reader knows.
+    pub const KNOWN: u8 = TENSOR | RETAIN | COPY | BASE_DELTA;
+}
+
+/// Starts a segment: `u8 kind | string name | [u8 dtype | varint rank | varint dims…]
+/// | [varint copies] | [varint source] | [base_sha256] | varint len | varint chunks`.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct SegmentRecord {
     /// Opaque or tensor.
@@ -215,6 +251,11 @@ pub struct SegmentRecord {
     pub len: u64,
     /// Chunks that follow.
     pub chunks: u64,
+    /// How many later segments are copies of this one (0: none). A streaming
+    /// reader keeps the bytes of a retained segment until its last copy.
+    pub retain: u64,
+    /// Chunks, a copy of an earlier segment, or a delta against a base tensor.
+    pub source: SegmentSource,
 }
 
 /// A chunk: `varint decoded_len | u64 xxh3 of decoded bytes | u8 root width | program`.
@@ -283,21 +324,52 @@ pub fn check_path(path: &str) -> Result<()> {
 }
 
 impl SegmentRecord {
+    /// A segment of `len` bytes in `chunks` chunks (no copies, no base).
+    pub fn new(kind: SegmentKind, name: impl Into<String>, len: u64, chunks: u64) -> Self {
+        SegmentRecord {
+            kind,
+            name: name.into(),
+            len,
+            chunks,
+            retain: 0,
+            source: SegmentSource::Chunks,
+        }
+    }
+
+    /// The kind byte: [`segment_flags`] bits.
+    pub fn kind_byte(&self) -> u8 {
+        let mut k = 0;
+        if matches!(self.kind, SegmentKind::Tensor { .. }) {
+            k |= segment_flags::TENSOR;
+        }
+        if self.retain > 0 {
+            k |= segment_flags::RETAIN;
+        }
+        match self.source {
+            SegmentSource::Chunks => {}
+            SegmentSource::Copy { .. } => k |= segment_flags::COPY,
+            SegmentSource::BaseDelta { .. } => k |= segment_flags::BASE_DELTA,
+        }
+        k
+    }
+
     /// Serializes the body.
     pub fn body(&self) -> Vec<u8> {
         let mut b = Vec::new();
-        match &self.kind {
-            SegmentKind::Opaque => {
-                b.push(0);
-                put_string(&mut b, &self.name);
-            }
-            SegmentKind::Tensor { dtype, shape } => {
-                b.push(1);
-                put_string(&mut b, &self.name);
-                b.push(dtype.code());
-                put_varint(&mut b, shape.len() as u64);
-                shape.iter().for_each(|&d| put_varint(&mut b, d));
-            }
+        b.push(self.kind_byte());
+        put_string(&mut b, &self.name);
+        if let SegmentKind::Tensor { dtype, shape } = &self.kind {
+            b.push(dtype.code());
+            put_varint(&mut b, shape.len() as u64);
+            shape.iter().for_each(|&d| put_varint(&mut b, d));
+        }
+        if self.retain > 0 {
+            put_varint(&mut b, self.retain);
+        }
+        match &self.source {
+            SegmentSource::Chunks => {}
+            SegmentSource::Copy { segment } => put_varint(&mut b, *segment),
+            SegmentSource::BaseDelta { sha256 } => b.extend_from_slice(sha256),
         }
         put_varint(&mut b, self.len);
         put_varint(&mut b, self.chunks);
@@ -305,28 +377,53 @@ impl SegmentRecord {
     }
 
     /// Parses and validates a body: a tensor's length must equal its element
-    /// count times its element size, and the chunk count must fit the length.
+    /// count times its element size, and the chunk count must fit the length
+    /// (0 for a copy).
     pub fn parse(body: &[u8]) -> Result<Self> {
         let mut r = ByteReader::new(body);
         let tag = r.u8("segment kind")?;
+        let copy_and_more =
+            tag & segment_flags::COPY != 0 && tag & (segment_flags::RETAIN | segment_flags::BASE_DELTA) != 0;
+        if tag & !segment_flags::KNOWN != 0 || copy_and_more {
+            // A reader from before a flag existed stops here, by name.
+            return Err(FormatError::UnknownTag {
+                what: "segment kind",
+                tag: tag.into(),
+            });
+        }
         let name = String::from(r.string("segment name", MAX_NAME)?);
-        let kind = match tag {
-            0 => SegmentKind::Opaque,
-            1 => {
-                let dtype = DType::from_code(r.u8("tensor dtype")?)?;
-                let rank = r.varint_usize("tensor rank", MAX_RANK)?;
-                let mut shape = Vec::with_capacity(rank);
-                for _ in 0..rank {
-                    shape.push(r.varint("tensor dimension")?);
-                }
-                SegmentKind::Tensor { dtype, shape }
+        let kind = if tag & segment_flags::TENSOR != 0 {
+            let dtype = DType::from_code(r.u8("tensor dtype")?)?;
+            let rank = r.varint_usize("tensor rank", MAX_RANK)?;
+            let mut shape = Vec::with_capacity(rank);
+            for _ in 0..rank {
+                shape.push(r.varint("tensor dimension")?);
             }
-            t => {
-                return Err(FormatError::UnknownTag {
-                    what: "segment kind",
-                    tag: t.into(),
-                })
+            SegmentKind::Tensor { dtype, shape }
+        } else {
+            SegmentKind::Opaque
+        };
+        let retain = if tag & segment_flags::RETAIN != 0 {
+            let n = r.varint("segment copies")?;
+            if n == 0 {
+                return Err(FormatError::Invalid {
+                    what: "segment copies (a retained segment has at least one copy)",
+                });
             }
+            n
+        } else {
+            0
+        };
+        let source = if tag & segment_flags::COPY != 0 {
+            SegmentSource::Copy {
+                segment: r.varint("copy source segment")?,
+            }
+        } else if tag & segment_flags::BASE_DELTA != 0 {
+            SegmentSource::BaseDelta {
+                sha256: r.array("base tensor sha256")?,
+            }
+        } else {
+            SegmentSource::Chunks
         };
         let len = r.varint("segment length")?;
         let chunks = r.varint("segment chunk count")?;
@@ -341,17 +438,27 @@ impl SegmentRecord {
                 });
             }
         }
-        let min_chunks = len.div_ceil(MAX_CHUNK_DECODED);
-        if chunks < min_chunks || chunks > len.max(1) {
-            return Err(FormatError::Invalid {
-                what: "segment chunk count (does not fit its length)",
-            });
+        if matches!(source, SegmentSource::Copy { .. }) {
+            if chunks != 0 {
+                return Err(FormatError::Invalid {
+                    what: "segment chunk count (a copy has no chunks)",
+                });
+            }
+        } else {
+            let min_chunks = len.div_ceil(MAX_CHUNK_DECODED);
+            if chunks < min_chunks || chunks > len.max(1) {
+                return Err(FormatError::Invalid {
+                    what: "segment chunk count (does not fit its length)",
+                });
+            }
         }
         Ok(SegmentRecord {
             kind,
             name,
             len,
             chunks,
+            retain,
+            source,
         })
     }
 }
@@ -552,15 +659,15 @@ mod tests {
 
     #[test]
     fn segment_lengths_are_checked_against_shapes() {
-        let s = SegmentRecord {
-            kind: SegmentKind::Tensor {
+        let s = SegmentRecord::new(
+            SegmentKind::Tensor {
                 dtype: DType::BF16,
                 shape: alloc::vec![3, 5],
             },
-            name: "w".into(),
-            len: 30,
-            chunks: 1,
-        };
+            "w",
+            30,
+            1,
+        );
         assert_eq!(SegmentRecord::parse(&s.body()).unwrap(), s);
         let bad = SegmentRecord { len: 31, ..s.clone() };
         assert!(matches!(
@@ -580,6 +687,65 @@ mod tests {
         ));
         let too_many_chunks = SegmentRecord { chunks: 31, ..s };
         assert!(SegmentRecord::parse(&too_many_chunks.body()).is_err());
+    }
+
+    #[test]
+    fn copies_retains_and_deltas_round_trip_and_unknown_bits_are_refused() {
+        let opaque = SegmentRecord::new(SegmentKind::Opaque, "header", 100, 1);
+        // Format-1 segments keep their kind bytes 0 and 1.
+        assert_eq!(opaque.body()[0], 0);
+        let tensor = SegmentRecord::new(
+            SegmentKind::Tensor {
+                dtype: DType::F32,
+                shape: alloc::vec![25],
+            },
+            "w",
+            100,
+            1,
+        );
+        assert_eq!(tensor.body()[0], 1);
+        let retained = SegmentRecord {
+            retain: 3,
+            ..tensor.clone()
+        };
+        let copy = SegmentRecord {
+            chunks: 0,
+            source: SegmentSource::Copy { segment: 7 },
+            ..tensor.clone()
+        };
+        let delta = SegmentRecord {
+            retain: 1,
+            source: SegmentSource::BaseDelta { sha256: [9; 32] },
+            ..tensor.clone()
+        };
+        for s in [&opaque, &tensor, &retained, &copy, &delta] {
+            assert_eq!(&SegmentRecord::parse(&s.body()).unwrap(), s);
+        }
+        assert_eq!(retained.body()[0], 3);
+        assert_eq!(copy.body()[0], 5);
+        assert_eq!(delta.body()[0], 11);
+        // A copy with chunks, a retained copy, unknown bits: refused.
+        let copy_with_chunks = SegmentRecord {
+            chunks: 1,
+            ..copy.clone()
+        };
+        assert!(SegmentRecord::parse(&copy_with_chunks.body()).is_err());
+        for tag in [16u8, 0x80, 4 | 2, 4 | 8] {
+            let mut b = copy.body();
+            b[0] = tag | 1;
+            assert_eq!(
+                SegmentRecord::parse(&b),
+                Err(FormatError::UnknownTag {
+                    what: "segment kind",
+                    tag: (tag | 1).into()
+                })
+            );
+        }
+        // A retain mark with zero copies is not canonical.
+        let mut b = tensor.body();
+        b[0] |= segment_flags::RETAIN;
+        b.insert(1 + 2 + 1 + 1 + 1, 0);
+        assert!(SegmentRecord::parse(&b).is_err());
     }
 
     #[test]

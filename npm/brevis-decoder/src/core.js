@@ -14,7 +14,7 @@ export class BrevisError extends Error {
   constructor(message, details = {}) {
     super(message, details.cause === undefined ? undefined : { cause: details.cause });
     this.name = 'BrevisError';
-    /** 'truncated' | 'corrupt' | 'limit' | 'unsupported' | 'usage' */
+    /** 'truncated' | 'corrupt' | 'limit' | 'unsupported' | 'base' (a fine-tune stored against its base: not supported in JS) | 'usage' */
     this.code = details.code ?? 'corrupt';
     /** Byte offset in the archive of the record being read, when known. */
     this.offset = details.offset;

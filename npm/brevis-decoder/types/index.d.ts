@@ -48,7 +48,7 @@ export interface DecodeOptions {
 /** A failure of a bad, truncated or hostile archive, of a limit, or of a call. */
 export class BrevisError extends Error {
   name: 'BrevisError';
-  code: 'truncated' | 'corrupt' | 'limit' | 'unsupported' | 'usage';
+  code: 'truncated' | 'corrupt' | 'limit' | 'unsupported' | 'base' | 'usage';
   /** Byte offset in the archive of the record being read. */
   offset?: number;
   /** Path of the file being rebuilt. */

@@ -5,9 +5,9 @@ use std::path::PathBuf;
 use anyhow::{bail, Context, Result};
 use brevis_encoder::atomic::AtomicFile;
 use brevis_encoder::synth::CandidateSearch;
-use brevis_encoder::{compress_files, CompressOptions, InputFile};
+use brevis_encoder::{compress_files_with_base, CompressOptions, InputFile};
 
-use crate::common::{collect_inputs, human, map_file, progress, ratio};
+use crate::common::{collect_inputs, human, load_base, map_file, progress, ratio};
 
 #[derive(clap::Args)]
 pub struct Args {
@@ -28,6 +28,15 @@ pub struct Args {
     /// and literal encoding was used, and the fallback rates.
     #[arg(long, value_name = "FILE.json")]
     report: Option<PathBuf>,
+    /// A fine-tune's base (an archive, a model folder or a file): tensors with
+    /// a same-name, same-dtype, same-shape tensor in it are stored as their
+    /// difference from it; decoding then needs the same base (`--base`).
+    #[arg(long, value_name = "BASE")]
+    base: Option<PathBuf>,
+    /// Store identical tensors and files as many times as they occur (by
+    /// default each is stored once and copied).
+    #[arg(long)]
+    no_dedup: bool,
 }
 
 pub fn run(args: Args, quiet: bool) -> Result<()> {
@@ -62,6 +71,7 @@ pub fn run(args: Args, quiet: bool) -> Result<()> {
         })
         .collect();
     let total: u64 = files.iter().map(|f| f.data.len() as u64).sum();
+    let base = args.base.as_deref().map(load_base).transpose()?;
 
     let out =
         AtomicFile::create(&output, args.force).with_context(|| format!("cannot write `{}`", output.display()))?;
@@ -70,7 +80,11 @@ pub fn run(args: Args, quiet: bool) -> Result<()> {
     let recorder = crate::report::Recorder::new(&synth);
     let search: &dyn brevis_encoder::synth::Synthesizer = if args.report.is_some() { &recorder } else { &synth };
     let started = std::time::Instant::now();
-    let (out, len, reports) = compress_files(out, &files, search, &CompressOptions::default(), &|n| pb.inc(n))?;
+    let opts = CompressOptions {
+        dedup: !args.no_dedup,
+        ..CompressOptions::default()
+    };
+    let (out, len, reports) = compress_files_with_base(out, &files, base.as_ref(), search, &opts, &|n| pb.inc(n))?;
     out.commit()
         .with_context(|| format!("cannot write `{}`", output.display()))?;
     if let Some(path) = &args.report {
@@ -84,6 +98,17 @@ pub fn run(args: Args, quiet: bool) -> Result<()> {
         eprintln!("brevis: warning: {fallbacks} chunk(s) failed program verification and were stored raw (please report this)");
     }
     if !quiet {
+        let segs = reports.iter().flat_map(|r| &r.segments);
+        let copies = segs
+            .clone()
+            .filter(|s| s.programs.first().is_some_and(|p| p.starts_with("copy of")))
+            .count();
+        let deltas = segs
+            .filter(|s| s.programs.first().is_some_and(|p| p.starts_with("base ^")))
+            .count();
+        if copies > 0 || deltas > 0 {
+            eprintln!("{copies} segment(s) stored as copies of identical ones, {deltas} tensor(s) as differences from the base");
+        }
         let secs = started.elapsed().as_secs_f64();
         eprintln!(
             "{} -> {}: {} -> {} ({:.4}x) in {:.2}s, {:.1} MB/s",

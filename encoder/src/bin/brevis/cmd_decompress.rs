@@ -7,9 +7,10 @@ use std::path::{Path, PathBuf};
 use anyhow::{Context, Result};
 use brevis_decoder::{decode_chunk, Archive, DecodeLimits, Event, StreamDecoder};
 use brevis_encoder::atomic::AtomicFile;
+use brevis_encoder::BaseTensors;
 use rayon::prelude::*;
 
-use crate::common::{human, map_file, progress, CorruptArchive};
+use crate::common::{human, load_base, map_file, progress, CorruptArchive};
 use std::io::Write;
 
 #[derive(clap::Args)]
@@ -46,14 +47,27 @@ pub struct LimitArgs {
     /// 64 MiB); 0 lifts the limit, for archives you trust that hold mostly zeros.
     #[arg(long, value_name = "N", default_value_t = brevis_decoder::DEFAULT_MAX_RATIO)]
     max_ratio: u64,
+    /// Refuse to keep more than N bytes at once for later copies of
+    /// deduplicated segments (default 4 GiB).
+    #[arg(long, value_name = "N", default_value_t = brevis_decoder::DEFAULT_MAX_RETAINED)]
+    max_retained: u64,
+    /// The base the archive was compressed against (`compress --base`): an
+    /// archive, a model folder or a file.
+    #[arg(long, value_name = "BASE")]
+    base: Option<PathBuf>,
 }
 
 impl LimitArgs {
     fn limits(&self) -> DecodeLimits {
         DecodeLimits {
             max_ratio: self.max_ratio,
+            max_retained_bytes: self.max_retained,
             ..DecodeLimits::default()
         }
+    }
+
+    fn base(&self) -> Result<Option<BaseTensors>> {
+        self.base.as_deref().map(load_base).transpose()
     }
 }
 
@@ -77,13 +91,17 @@ const CHUNKS_PER_THREAD: usize = 64;
 fn stream_archive(
     path: &Path,
     limits: DecodeLimits,
+    base: Option<BaseTensors>,
     quiet: bool,
     mut on_event: impl FnMut(Event) -> Result<()>,
 ) -> Result<()> {
     let mut f = File::open(path).with_context(|| format!("cannot open `{}`", path.display()))?;
     let total = f.metadata()?.len();
     let pb = progress(total, quiet, "decode");
-    let mut dec = StreamDecoder::new(limits);
+    let mut dec = match base {
+        Some(b) => StreamDecoder::with_base(limits, Box::new(b)),
+        None => StreamDecoder::new(limits),
+    };
     let threads = rayon::current_num_threads();
     let (window, ahead, ahead_bytes) = if threads > 1 {
         (
@@ -149,7 +167,7 @@ pub fn run(args: Args, quiet: bool) -> Result<()> {
     let mut current: Option<AtomicFile> = None;
     let mut written = Vec::new();
     let mut total = 0u64;
-    stream_archive(&args.archive, args.limits.limits(), quiet, |ev| {
+    stream_archive(&args.archive, args.limits.limits(), args.limits.base()?, quiet, |ev| {
         match ev {
             Event::FileStart { path, .. } => {
                 // `path` was checked by the decoder: relative, no `..`.
@@ -193,7 +211,7 @@ pub fn run(args: Args, quiet: bool) -> Result<()> {
 pub fn verify(args: VerifyArgs, quiet: bool) -> Result<()> {
     let mut files = 0;
     let mut total = 0u64;
-    stream_archive(&args.archive, args.limits.limits(), quiet, |ev| {
+    stream_archive(&args.archive, args.limits.limits(), args.limits.base()?, quiet, |ev| {
         match ev {
             Event::FileEnd { .. } => files += 1,
             Event::Data(d) => total += d.len() as u64,
@@ -227,7 +245,12 @@ fn write_file(path: &Path, bytes: &[u8], force: bool) -> Result<()> {
 fn salvage(args: Args, quiet: bool) -> Result<()> {
     let dir = args.output.unwrap_or_else(|| PathBuf::from("."));
     let data = map_file(&args.archive)?;
+    let base = args.limits.base()?;
     let (archive, damage) = Archive::scan(&data, args.limits.limits()).map_err(CorruptArchive)?;
+    let archive = match &base {
+        Some(b) => archive.with_base(b),
+        None => archive,
+    };
     // A damaged chunk is reported below with the bytes it held; list the rest here.
     let mut lost: Vec<String> = damage
         .iter()

@@ -49,7 +49,12 @@ fn print(args: Args) -> Result<()> {
             "segment", "dtype", "shape", "original", "stored", "ratio"
         )?;
         for seg in &file.segments {
-            let stored: u64 = seg.chunks.iter().map(|c| c.record_len).sum();
+            // A copy lists its source's chunks but stores none of its own.
+            let stored: u64 = if seg.copy_of.is_some() {
+                0
+            } else {
+                seg.chunks.iter().map(|c| c.record_len).sum()
+            };
             let (dtype, shape) = match &seg.kind {
                 SegmentKind::Opaque => ("opaque".to_string(), String::new()),
                 SegmentKind::Tensor { dtype, shape } => (dtype.to_string(), format!("{shape:?}")),
@@ -59,7 +64,15 @@ fn print(args: Args) -> Result<()> {
             e.1 += seg.len;
             e.2 += stored;
             let mut programs = Vec::new();
-            for (i, c) in seg.chunks.iter().enumerate() {
+            if let Some(g) = seg.copy_of {
+                programs.push(format!("copy of segment {g}"));
+            }
+            let delta = if seg.base.is_some() && seg.copy_of.is_none() {
+                "base ^ "
+            } else {
+                ""
+            };
+            for (i, c) in seg.chunks.iter().enumerate().filter(|_| seg.copy_of.is_none()) {
                 if i > 0 && !args.chunks {
                     programs.push(format!("… and {} more chunk(s)", seg.chunks.len() - 1));
                     break;
@@ -69,7 +82,7 @@ fn print(args: Args) -> Result<()> {
                     .map_err(|e| CorruptArchive(brevis_decoder::DecodeError::new(e)))?;
                 let node = program::parse(chunk.program, &limits.program)
                     .map_err(|e| CorruptArchive(brevis_decoder::DecodeError::new(e)))?;
-                programs.push(node.to_string());
+                programs.push(format!("{delta}{node}"));
             }
             writeln!(
                 out,

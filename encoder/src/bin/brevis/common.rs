@@ -23,14 +23,24 @@ impl std::fmt::Display for CorruptArchive {
             };
             return write!(f, "archive exceeds a decoding limit: {}{hint}", self.0);
         }
+        if self.0.kind() == brevis_decoder::ErrorKind::Base {
+            return write!(f, "archive needs its base: {}", self.0);
+        }
         write!(f, "archive is invalid: {}", self.0)
     }
 }
 
 impl std::error::Error for CorruptArchive {}
 
-/// The process exit code for an error.
+/// The process exit code for an error: 1 for a missing or wrong base (an
+/// input the user must supply), 3 for a corrupt archive.
 pub fn exit_code(e: &anyhow::Error) -> u8 {
+    if e.chain().any(|c| {
+        c.downcast_ref::<CorruptArchive>()
+            .is_some_and(|c| c.0.kind() == brevis_decoder::ErrorKind::Base)
+    }) {
+        return 1;
+    }
     if e.chain().any(|c| {
         c.downcast_ref::<CorruptArchive>().is_some()
             || c.downcast_ref::<crate::cmd_decompress::SalvageIncomplete>().is_some()
@@ -112,6 +122,33 @@ fn walk(dir: &Path, out: &mut Vec<PathBuf>) -> Result<()> {
     Ok(())
 }
 
+/// A fine-tune's base for `--base`: an archive (decoded and verified in
+/// memory), a model folder or a file.
+pub fn load_base(path: &Path) -> Result<brevis_encoder::BaseTensors> {
+    let is_archive = path.is_file() && {
+        let mut magic = [0u8; 8];
+        let n = std::io::Read::read(&mut File::open(path)?, &mut magic)?;
+        n == 8 && magic == brevis_format::archive::MAGIC
+    };
+    let mut files: Vec<(String, brevis_encoder::base::BaseBytes)> = Vec::new();
+    if is_archive {
+        let data = map_file(path)?;
+        let decoded = brevis_decoder::decode_all(&data, &brevis_decoder::DecodeLimits::default())
+            .map_err(CorruptArchive)
+            .with_context(|| format!("cannot read the base archive `{}`", path.display()))?;
+        for f in decoded {
+            files.push((f.path, Box::new(f.data)));
+        }
+    } else {
+        for s in collect_inputs(&[path.to_path_buf()])
+            .with_context(|| format!("cannot read the base `{}`", path.display()))?
+        {
+            files.push((s.archive_path, Box::new(map_file(&s.disk)?)));
+        }
+    }
+    Ok(brevis_encoder::BaseTensors::new(files))
+}
+
 /// Maps a file read-only. Empty files map to an empty slice.
 pub fn map_file(path: &Path) -> Result<Mapped> {
     let f = File::open(path).with_context(|| format!("cannot open `{}`", path.display()))?;
@@ -132,6 +169,12 @@ pub fn map_file(path: &Path) -> Result<Mapped> {
 pub enum Mapped {
     Empty,
     Map(memmap2::Mmap),
+}
+
+impl AsRef<[u8]> for Mapped {
+    fn as_ref(&self) -> &[u8] {
+        self
+    }
 }
 
 impl std::ops::Deref for Mapped {
