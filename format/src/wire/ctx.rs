@@ -645,8 +645,8 @@ mod tests {
         (0..n)
             .map(|_| {
                 let r = rng.next();
-                let h = (r % 7).min((r >> 8) % 9) as u64 & mask(k);
-                let l = if h % 2 == 0 {
+                let h = (r % 7).min((r >> 8) % 9) & mask(k);
+                let l = if h.is_multiple_of(2) {
                     ((r >> 20) % 3) & mask(lb)
                 } else {
                     (r >> 30) & mask(lb)
