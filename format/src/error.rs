@@ -125,7 +125,7 @@ impl fmt::Display for FormatError {
             FormatError::BaseMissing { sha256 } => {
                 f.write_str("base tensor missing: this tensor is stored as a difference from a base tensor (SHA-256 ")?;
                 hex(f, sha256)?;
-                f.write_str(") that was not provided; decode with its base (brevis --base BASE)")
+                f.write_str(") that was not provided (no base given, or the base given does not hold it); decode with its base (brevis --base BASE)")
             }
             FormatError::BaseMismatch { expected, found } => {
                 f.write_str("wrong base tensor: this tensor is stored as a difference from a base tensor with SHA-256 ")?;

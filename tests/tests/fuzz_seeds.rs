@@ -238,7 +238,46 @@ fn seed_archives() -> Vec<(&'static str, Vec<u8>)> {
         ("mixed-small-chunks.brv", compress_with(&mixed[1..], 256)),
         ("one-empty-file.brv", compress_with(&mixed[3..], 4 << 20)),
         ("no-files.brv", compress_with(&[], 4 << 20)),
+        ("dedup.brv", dedup_archive()),
     ]
+}
+
+/// Copies and retained segments: the cut-down checkpoint twice, and a file
+/// with a tensor stored twice.
+fn dedup_archive() -> Vec<u8> {
+    let silero = silero_cut(128);
+    let t = tensor_bytes(Dtype::F32, 100, 7);
+    let tied = safetensors_file(&[
+        ("embed", Dtype::F32, vec![100], t.clone()),
+        ("lm_head", Dtype::F32, vec![100], t),
+    ]);
+    compress_with(
+        &[
+            ("a.safetensors".into(), silero.clone()),
+            ("b/a.safetensors".into(), silero),
+            ("tied.safetensors".into(), tied),
+        ],
+        4 << 20,
+    )
+}
+
+/// Adds the dedup seed to the archive targets without rewriting the others.
+#[test]
+#[ignore = "writes fuzz/corpus/{archive,structured,stream}/dedup.brv*; run by hand"]
+fn write_dedup_seed() {
+    let a = dedup_archive();
+    let files = decode_all(&a, &DecodeLimits::default()).unwrap();
+    assert_eq!(files.len(), 3);
+    let ar = Archive::open(&a, DecodeLimits::default()).unwrap();
+    assert!(ar.files().iter().flat_map(|f| &f.segments).any(|s| s.copy_of.is_some()));
+    for target in ["archive", "structured"] {
+        fs::write(corpus_dir(target).join("dedup.brv"), &a).unwrap();
+    }
+    for (tag, prefix) in [("whole", vec![0x00]), ("bytes", vec![0x01, 0x00])] {
+        let mut v = prefix;
+        v.extend_from_slice(&a);
+        fs::write(corpus_dir("stream").join(format!("dedup.brv.{tag}")), v).unwrap();
+    }
 }
 
 /// The body of every CHUNK record of an archive.

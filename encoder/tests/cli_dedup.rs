@@ -1,0 +1,97 @@
+//! `brevis` with duplicates and fine-tunes, run as a user would: a folder
+//! holding the same model twice, `--base` round trips, refusals without it.
+
+use std::fs;
+use std::path::Path;
+use std::process::{Command, Output};
+
+fn brevis(args: &[&str], cwd: &Path) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_brevis"))
+        .args(args)
+        .current_dir(cwd)
+        .output()
+        .expect("run brevis")
+}
+
+fn bundled() -> &'static [u8] {
+    include_bytes!("../assets/silero_vad_16k.safetensors")
+}
+
+fn ok(o: &Output) {
+    assert!(
+        o.status.success(),
+        "stdout: {}\nstderr: {}",
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    );
+}
+
+fn size(p: &Path) -> u64 {
+    fs::metadata(p).unwrap().len()
+}
+
+#[test]
+fn a_folder_with_the_same_model_twice_costs_barely_more_than_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    fs::create_dir_all(d.join("m/onnx")).unwrap();
+    fs::write(d.join("m/model.safetensors"), bundled()).unwrap();
+    fs::write(d.join("m/onnx/copy.safetensors"), bundled()).unwrap();
+    fs::write(d.join("one.safetensors"), bundled()).unwrap();
+    ok(&brevis(&["compress", "m", "-o", "m.brv", "-q"], d));
+    ok(&brevis(&["compress", "m", "-o", "plain.brv", "--no-dedup", "-q"], d));
+    ok(&brevis(&["compress", "one.safetensors", "-o", "one.brv", "-q"], d));
+    let (twice, plain, once) = (size(&d.join("m.brv")), size(&d.join("plain.brv")), size(&d.join("one.brv")));
+    assert!(twice < once + 1000, "{twice} vs {once}");
+    assert!(plain > 2 * once - 1000, "{plain} vs {once}");
+    ok(&brevis(&["verify", "m.brv"], d));
+    ok(&brevis(&["decompress", "m.brv", "-o", "out", "-q"], d));
+    assert_eq!(fs::read(d.join("out/onnx/copy.safetensors")).unwrap(), bundled());
+    let i = brevis(&["inspect", "m.brv"], d);
+    ok(&i);
+    assert!(String::from_utf8_lossy(&i.stdout).contains("copy of segment"));
+}
+
+#[test]
+fn a_finetune_round_trips_with_its_base_and_is_refused_without_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    fs::create_dir_all(d.join("base")).unwrap();
+    fs::create_dir_all(d.join("tuned")).unwrap();
+    fs::write(d.join("base/model.safetensors"), bundled()).unwrap();
+    // The fine-tune: every 10th F32 weight past the header nudged in its last mantissa bits.
+    let mut tuned = bundled().to_vec();
+    let header = 8 + u64::from_le_bytes(tuned[..8].try_into().unwrap()) as usize;
+    for i in (header..tuned.len()).step_by(40) {
+        tuned[i] ^= 0x03;
+    }
+    fs::write(d.join("tuned/model.safetensors"), &tuned).unwrap();
+    ok(&brevis(&["compress", "base", "-o", "base.brv", "-q"], d));
+    ok(&brevis(&["compress", "tuned", "-o", "alone.brv", "-q"], d));
+    for base in ["base", "base.brv", "base/model.safetensors"] {
+        ok(&brevis(&["compress", "tuned", "-o", "delta.brv", "--base", base, "-q", "-f"], d));
+        assert!(
+            size(&d.join("delta.brv")) * 4 < size(&d.join("alone.brv")),
+            "{base}: {} vs {}",
+            size(&d.join("delta.brv")),
+            size(&d.join("alone.brv"))
+        );
+        ok(&brevis(&["verify", "delta.brv", "--base", base], d));
+    }
+    ok(&brevis(&["decompress", "delta.brv", "--base", "base.brv", "-o", "out", "-q"], d));
+    assert_eq!(fs::read(d.join("out/model.safetensors")).unwrap(), tuned);
+
+    // Without the base, or with another one: exit 1, the tensor named, no output file.
+    let no_base = brevis(&["decompress", "delta.brv", "-o", "nothing"], d);
+    assert_eq!(no_base.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&no_base.stderr);
+    assert!(err.contains("archive needs its base: base tensor missing") && err.contains("segment `"), "{err}");
+    assert!(!d.join("nothing/model.safetensors").exists());
+    fs::write(d.join("other.safetensors"), &tuned).unwrap();
+    let wrong = brevis(&["verify", "delta.brv", "--base", "other.safetensors"], d);
+    assert_eq!(wrong.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&wrong.stderr);
+    assert!(err.contains("archive needs its base: wrong base tensor"), "{err}");
+    let missing = brevis(&["verify", "delta.brv", "--base", "nope"], d);
+    assert_eq!(missing.status.code(), Some(1));
+}
