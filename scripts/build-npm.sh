@@ -6,7 +6,7 @@
 # 1. installs what is missing, from the registries only: the wasm32 target
 #    (rustup), wasm-bindgen-cli at exactly the version in Cargo.lock and
 #    wasm-pack (cargo install, skipped when present: ~7 min each), and
-#    binaryen's wasm-opt (npm, compiled to JS/wasm);
+#    binaryen's wasm-opt (npm, compiled to JS/wasm) and esbuild (to measure the minified bundle);
 # 2. wasm-pack builds decoder-wasm (feature `wasm`) with +simd128 into
 #    npm/brevis-decoder/wasm (its own target dir: target/wasm, so RUSTFLAGS
 #    never invalidate the native build);
@@ -37,8 +37,8 @@ if ! command -v wasm-pack > /dev/null; then
   log "cargo install wasm-pack (several minutes, once)"
   cargo install wasm-pack
 fi
-if [[ ${BREVIS_NPM_OPT:-1} != 0 && ! -x npm/tools/node_modules/.bin/wasm-opt ]]; then
-  log "npm ci in npm/tools (binaryen)"
+if [[ ! -x npm/tools/node_modules/.bin/wasm-opt || ! -x npm/tools/node_modules/.bin/esbuild ]]; then
+  log "npm ci in npm/tools (binaryen, esbuild)"
   (cd npm/tools && npm ci --no-audit --no-fund)
 fi
 
@@ -68,4 +68,14 @@ log "packed npm/dist/$TGZ"
 wasm_gz=$(gzip -9c "$WASM" | wc -c)
 js_gz=$(cat "$PKG"/src/*.js "$PKG/wasm/brevis_decoder.js" | gzip -9c | wc -c)
 log "sizes: wasm $(wc -c < "$WASM") B ($wasm_gz B gzipped), JS $js_gz B gzipped, tarball $(wc -c < "npm/dist/$TGZ") B"
+if [[ -x npm/tools/node_modules/.bin/esbuild ]]; then
+  # What a web app ships: the browser entry with the wasm glue and both
+  # adapters, bundled and minified (esbuild), gzipped, plus the gzipped .wasm.
+  esb=npm/tools/node_modules/.bin/esbuild
+  core_gz=$("$esb" --bundle --minify --format=esm --log-level=warning "$PKG/src/index.js" | gzip -9c | wc -c)
+  adapters_gz=$(for f in ort transformers; do
+    "$esb" --bundle --minify --format=esm --log-level=warning --external:brevis-decoder "$PKG/src/$f.js"
+  done | gzip -9c | wc -c)
+  log "bundled and minified: JS $core_gz B + adapters $adapters_gz B gzipped; with the wasm $((wasm_gz + core_gz + adapters_gz)) B"
+fi
 echo "$ROOT/npm/dist/$TGZ"

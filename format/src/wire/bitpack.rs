@@ -54,7 +54,10 @@ pub fn decode<W: Word>(payload: &[u8], width: u8, out: &mut [W]) -> Result<()> {
         return Ok(());
     }
     // Whole groups of 8 words (`k` bytes each) in bulk; the rest word by word.
-    let groups = if k <= 16 { out.len() / 8 } else { 0 };
+    // The bulk path is instantiated for 8- and 16-bit words only (float fields,
+    // bytes): 32/64-bit words packed into 16 bits or fewer are rare, and 32 more
+    // unrolled copies would cost the WebAssembly module ~4 KB gzipped.
+    let groups = if k <= 16 && W::BITS <= 16 { out.len() / 8 } else { 0 };
     let (head, out) = out.split_at_mut(groups * 8);
     let (head_body, body) = body.split_at(groups * usize::from(k));
     macro_rules! bulk {
@@ -91,6 +94,11 @@ pub fn decode<W: Word>(payload: &[u8], width: u8, out: &mut [W]) -> Result<()> {
 /// Unpacks groups of 8 words of `K` (1..=16) bits from `K` bytes each.
 #[inline]
 fn unpack_groups<W: Word, const K: usize>(body: &[u8], out: &mut [W]) {
+    // Compile-time: no code for pairs `decode` never calls (words of more than
+    // 16 bits, or `K` wider than the word).
+    if W::BITS > 16 || K > W::BITS as usize {
+        return;
+    }
     if K <= 8 {
         let m = (1u64 << K) - 1;
         for (o, b) in out.chunks_exact_mut(8).zip(body.chunks_exact(K)) {

@@ -63,6 +63,11 @@ pub fn decode<W: Word>(payload: &[u8], width: u8, out: &mut [W]) -> Result<()> {
 /// the bits above `m`.
 #[inline]
 fn words<W: Word, const B: usize>(payload: &[u8], out: &mut [W], m: u64) -> u64 {
+    // Compile-time: no code for words narrower than `B` bytes, which `decode`
+    // never asks for (a width fits its word), keeping the wasm module small.
+    if B > core::mem::size_of::<W>() {
+        return 0;
+    }
     let mut bad = 0u64;
     for (d, c) in out.iter_mut().zip(payload.chunks_exact(B)) {
         let mut b = [0u8; 8];
