@@ -110,7 +110,11 @@ fn pick(sizes: &[(LitEncoding, usize)]) -> Option<LitEncoding> {
     for enc in BY_DECODE_SPEED {
         for &(e, size) in sizes.iter().filter(|(e, _)| *e == enc) {
             best = match best {
-                Some((_, b)) if (size as u128) * 1_000_000 >= (b as u128) * u128::from(1_000_000 - DECODE_SLACK_PPM) => best,
+                Some((_, b))
+                    if (size as u128) * 1_000_000 >= (b as u128) * u128::from(1_000_000 - DECODE_SLACK_PPM) =>
+                {
+                    best
+                }
                 _ => Some((e, size)),
             };
         }
@@ -218,9 +222,15 @@ mod tests {
         use LitEncoding::*;
         let slack = |b: usize| b - (b as u64 * DECODE_SLACK_PPM / 1_000_000) as usize;
         // rANS within the slack of packing: packing stays.
-        assert_eq!(pick(&[(Raw, 1_000_000), (BitPacked, 900_000), (Rans, slack(900_000) + 1)]), Some(BitPacked));
+        assert_eq!(
+            pick(&[(Raw, 1_000_000), (BitPacked, 900_000), (Rans, slack(900_000) + 1)]),
+            Some(BitPacked)
+        );
         // Clearly smaller: rANS.
-        assert_eq!(pick(&[(Raw, 1_000_000), (BitPacked, 900_000), (Rans, slack(900_000) - 1)]), Some(Rans));
+        assert_eq!(
+            pick(&[(Raw, 1_000_000), (BitPacked, 900_000), (Rans, slack(900_000) - 1)]),
+            Some(Rans)
+        );
         // Huffman slightly bigger than rANS but within the slack: Huffman.
         assert_eq!(pick(&[(Raw, 1000), (Huffman, 500), (Rans, 499)]), Some(Huffman));
         // Equal sizes: the faster one.
