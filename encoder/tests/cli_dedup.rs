@@ -41,7 +41,11 @@ fn a_folder_with_the_same_model_twice_costs_barely_more_than_once() {
     ok(&brevis(&["compress", "m", "-o", "m.brv", "-q"], d));
     ok(&brevis(&["compress", "m", "-o", "plain.brv", "--no-dedup", "-q"], d));
     ok(&brevis(&["compress", "one.safetensors", "-o", "one.brv", "-q"], d));
-    let (twice, plain, once) = (size(&d.join("m.brv")), size(&d.join("plain.brv")), size(&d.join("one.brv")));
+    let (twice, plain, once) = (
+        size(&d.join("m.brv")),
+        size(&d.join("plain.brv")),
+        size(&d.join("one.brv")),
+    );
     assert!(twice < once + 1000, "{twice} vs {once}");
     assert!(plain > 2 * once - 1000, "{plain} vs {once}");
     ok(&brevis(&["verify", "m.brv"], d));
@@ -69,7 +73,10 @@ fn a_finetune_round_trips_with_its_base_and_is_refused_without_it() {
     ok(&brevis(&["compress", "base", "-o", "base.brv", "-q"], d));
     ok(&brevis(&["compress", "tuned", "-o", "alone.brv", "-q"], d));
     for base in ["base", "base.brv", "base/model.safetensors"] {
-        ok(&brevis(&["compress", "tuned", "-o", "delta.brv", "--base", base, "-q", "-f"], d));
+        ok(&brevis(
+            &["compress", "tuned", "-o", "delta.brv", "--base", base, "-q", "-f"],
+            d,
+        ));
         assert!(
             size(&d.join("delta.brv")) * 4 < size(&d.join("alone.brv")),
             "{base}: {} vs {}",
@@ -78,14 +85,20 @@ fn a_finetune_round_trips_with_its_base_and_is_refused_without_it() {
         );
         ok(&brevis(&["verify", "delta.brv", "--base", base], d));
     }
-    ok(&brevis(&["decompress", "delta.brv", "--base", "base.brv", "-o", "out", "-q"], d));
+    ok(&brevis(
+        &["decompress", "delta.brv", "--base", "base.brv", "-o", "out", "-q"],
+        d,
+    ));
     assert_eq!(fs::read(d.join("out/model.safetensors")).unwrap(), tuned);
 
     // Without the base, or with another one: exit 1, the tensor named, no output file.
     let no_base = brevis(&["decompress", "delta.brv", "-o", "nothing"], d);
     assert_eq!(no_base.status.code(), Some(1));
     let err = String::from_utf8_lossy(&no_base.stderr);
-    assert!(err.contains("archive needs its base: base tensor missing") && err.contains("segment `"), "{err}");
+    assert!(
+        err.contains("archive needs its base: base tensor missing") && err.contains("segment `"),
+        "{err}"
+    );
     assert!(!d.join("nothing/model.safetensors").exists());
     fs::write(d.join("other.safetensors"), &tuned).unwrap();
     let wrong = brevis(&["verify", "delta.brv", "--base", "other.safetensors"], d);

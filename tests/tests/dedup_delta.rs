@@ -35,7 +35,11 @@ fn events(mut dec: StreamDecoder, archive: &[u8]) -> Result<Vec<Event>, brevis_d
             Some(e) => out.push(e),
             None if fed == archive.len() => {
                 dec.finish()?;
-                assert_eq!(dec.retained_bytes(), 0, "retained bytes are released after the last copy");
+                assert_eq!(
+                    dec.retained_bytes(),
+                    0,
+                    "retained bytes are released after the last copy"
+                );
                 return Ok(out);
             }
             None => {
@@ -68,11 +72,26 @@ fn tied_weights_and_identical_files_are_stored_once() {
     // Tied weights inside one file: lm_head is a copy, so the file costs about
     // one embedding, not two.
     let untied = safetensors_file(&[
-        ("embed.weight", Dtype::F32, vec![64, 256], tensor_bytes(Dtype::F32, 64 * 256, 1)),
-        ("mlp.weight", Dtype::BF16, vec![128, 128], tensor_bytes(Dtype::BF16, 128 * 128, 2)),
+        (
+            "embed.weight",
+            Dtype::F32,
+            vec![64, 256],
+            tensor_bytes(Dtype::F32, 64 * 256, 1),
+        ),
+        (
+            "mlp.weight",
+            Dtype::BF16,
+            vec![128, 128],
+            tensor_bytes(Dtype::BF16, 128 * 128, 2),
+        ),
     ]);
     let (untied_archive, _) = compress(&[("a.safetensors", &untied)]);
-    assert!(single.len() < untied_archive.len() + 200, "{} vs {}", single.len(), untied_archive.len());
+    assert!(
+        single.len() < untied_archive.len() + 200,
+        "{} vs {}",
+        single.len(),
+        untied_archive.len()
+    );
 
     // Random access: every file, every segment, copies read through their source.
     let archive = Archive::open(&folder, DecodeLimits::default()).unwrap();
@@ -128,7 +147,11 @@ fn dedup_can_be_turned_off_and_small_segments_are_not_copied() {
     let (a, _, _) =
         compress_files_with_base(Vec::new(), &files, None, &CandidateSearch::default(), &opts, &|_| {}).unwrap();
     let archive = Archive::open(&a, DecodeLimits::default()).unwrap();
-    assert!(archive.files().iter().flat_map(|f| &f.segments).all(|s| s.copy_of.is_none() && s.retain == 0));
+    assert!(archive
+        .files()
+        .iter()
+        .flat_map(|f| &f.segments)
+        .all(|s| s.copy_of.is_none() && s.retain == 0));
     // Two 8-byte tensors: too small to be worth a copy.
     let tiny = safetensors_file(&[
         ("a", Dtype::F32, vec![2], vec![1, 2, 3, 4, 5, 6, 7, 8]),
@@ -154,7 +177,10 @@ fn every_flipped_bit_of_a_dedup_archive_is_caught() {
         }
         if let Ok(archive) = Archive::open(&bad, DecodeLimits::default()) {
             for f in archive.files() {
-                assert!(archive.read_file(f).is_err() || archive.read_file(f).unwrap() == data, "bit {bit}");
+                assert!(
+                    archive.read_file(f).is_err() || archive.read_file(f).unwrap() == data,
+                    "bit {bit}"
+                );
             }
         }
     }
@@ -355,7 +381,7 @@ fn base_and_finetune() -> (Vec<u8>, Vec<u8>) {
     let mut nudge = |b: &[u8]| -> Vec<u8> {
         let mut out = b.to_vec();
         for w in out.chunks_exact_mut(4) {
-            if r.next_u64() % 10 == 0 {
+            if r.next_u64().is_multiple_of(10) {
                 let x = f32::from_le_bytes(w.try_into().unwrap());
                 let e = ((r.next_u64() % 2001) as f32 - 1000.0) * 1e-6;
                 w.copy_from_slice(&(x * (1.0 + e)).to_le_bytes());
@@ -411,7 +437,9 @@ fn a_finetune_against_its_base_is_small_exact_and_refused_without_it() {
     // Exact, streaming and random access, with the base.
     let files = decode_all_with_base(&delta, &DecodeLimits::default(), Box::new(base_of(&[("m", &base)]))).unwrap();
     assert!(files[0].data == tuned);
-    let archive = Archive::open(&delta, DecodeLimits::default()).unwrap().with_base(&provider);
+    let archive = Archive::open(&delta, DecodeLimits::default())
+        .unwrap()
+        .with_base(&provider);
     let f = &archive.files()[0];
     assert!(f.segments.iter().any(|s| s.base.is_some()));
     assert!(archive.read_file(f).unwrap() == tuned);
@@ -428,7 +456,10 @@ fn a_finetune_against_its_base_is_small_exact_and_refused_without_it() {
     assert_eq!(e.kind(), ErrorKind::Base, "{e}");
     assert!(matches!(e.error, FormatError::BaseMissing { .. }), "{e}");
     let tensors = ["layer.0.weight", "layer.1.weight", "embed", "position_ids"];
-    assert!(e.location.segment.as_deref().is_some_and(|s| tensors.contains(&s)), "{e}");
+    assert!(
+        e.location.segment.as_deref().is_some_and(|s| tensors.contains(&s)),
+        "{e}"
+    );
     assert!(e.to_string().contains("base tensor missing"), "{e}");
     let bare = Archive::open(&delta, DecodeLimits::default()).unwrap();
     let e = bare.read_file(&bare.files()[0]).unwrap_err();
@@ -443,10 +474,17 @@ fn a_finetune_against_its_base_is_small_exact_and_refused_without_it() {
             (),
         )
     };
-    let e = decode_all_with_base(&delta, &DecodeLimits::default(), Box::new(base_of(&[("m", &other_base)])))
-        .unwrap_err();
+    let e = decode_all_with_base(
+        &delta,
+        &DecodeLimits::default(),
+        Box::new(base_of(&[("m", &other_base)])),
+    )
+    .unwrap_err();
     assert!(
-        matches!(e.error, FormatError::BaseMissing { .. } | FormatError::BaseMismatch { .. }),
+        matches!(
+            e.error,
+            FormatError::BaseMissing { .. } | FormatError::BaseMismatch { .. }
+        ),
         "{e}"
     );
     // ...and so is any provider's wrong answer.
@@ -465,7 +503,9 @@ fn a_finetune_against_its_base_is_small_exact_and_refused_without_it() {
     assert_eq!(e.kind(), ErrorKind::Base, "{e}");
     assert!(matches!(e.error, FormatError::BaseMismatch { .. }), "{e}");
     assert!(e.to_string().contains("wrong base tensor"), "{e}");
-    let archive = Archive::open(&delta, DecodeLimits::default()).unwrap().with_base(&careless);
+    let archive = Archive::open(&delta, DecodeLimits::default())
+        .unwrap()
+        .with_base(&careless);
     let e = archive.read_file(&archive.files()[0]).unwrap_err();
     assert!(matches!(e.error, FormatError::BaseMismatch { .. }), "{e}");
 
