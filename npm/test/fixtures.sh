@@ -86,8 +86,16 @@ compress "$FX/silero.brv" "$FX/silero_vad_16k.safetensors"
 compress "$FX/minilm-int8.brv" "$MODEL/onnx/model_quantized.onnx"
 compress "$FX/minilm-folder.brv" "$MODEL"
 compress "$FX/multi.brv" "$MULTI"
-compress "$FX/big.brv" "$BIG"
+# The streaming-memory test needs the three copies stored three times; with
+# dedup (the default) they are stored once and copied (big-dedup.brv).
+compress "$FX/big.brv" "$BIG" --no-dedup
 compress "$FX/big1.brv" "$FX/big1"
+compress "$FX/big-dedup.brv" "$BIG"
+# A fine-tune stored against its base: the package takes no base, so it must refuse.
+cp "$FX/silero_vad_16k.safetensors" "$FX/tuned.safetensors"
+printf '\x01\x02\x03\x04' | dd of="$FX/tuned.safetensors" bs=1 seek=200000 conv=notrunc status=none
+compress "$FX/tuned.brv" "$FX/tuned.safetensors" --base "$FX/silero_vad_16k.safetensors"
+rm -f "$FX/tuned.safetensors"
 # 80 MiB of zeros in a few hundred bytes: over the default max_ratio.
 head -c $((80 << 20)) /dev/zero > "$FX/zeros.bin"
 compress "$FX/zeros.brv" "$FX/zeros.bin"

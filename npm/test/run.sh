@@ -22,4 +22,4 @@ npm install --no-save --ignore-scripts --no-audit --no-fund --loglevel=error "$T
 log "tsc: the package's types against a file that uses every export"
 npx --no-install tsc -p tsconfig.json
 log "node --test"
-node --test api.test.mjs ort.test.mjs transformers.test.mjs
+node --test api.test.mjs dedup.test.mjs ort.test.mjs transformers.test.mjs
