@@ -22,7 +22,7 @@
 //!
 //! ## Features
 //! - `std` (default): `std::error::Error` for errors and `std::io` helpers.
-//! - `wasm`: the wasm-bindgen bindings under [`wasm`] that the npm package
+//! - `wasm`: the wasm-bindgen bindings (module `wasm`, `src/wasm.rs`) that the npm package
 //!   `brevis-decoder` is built on (`scripts/build-npm.sh`).
 #![no_std]
 // `forbid` unless the wasm bindings are built: wasm-bindgen's generated glue

@@ -123,7 +123,7 @@ fn pick(sizes: &[(LitEncoding, usize)]) -> Option<LitEncoding> {
 }
 
 /// The literal encoding of `s` to keep (the smallest, unless a faster-decoding one
-/// is within [`DECODE_SLACK_PPM`], see [`pick`]), where `bound` is the size of the
+/// is within [`DECODE_SLACK_PPM`], see `pick`), where `bound` is the size of the
 /// best program already found for `s` by other means: the slow zstd level is only
 /// tried when a quick zstd trial comes within `zstd_retry_within` of both the
 /// best literal and `bound` (otherwise it cannot win, and costs seconds).
