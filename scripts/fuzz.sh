@@ -11,12 +11,13 @@
 # libFuzzer finds goes to fuzz/target/work-corpus/TARGET (ignored by git), crash
 # inputs to fuzz/artifacts/TARGET. Reproduce one with
 # `cargo +nightly fuzz run TARGET fuzz/artifacts/TARGET/crash-…`.
-# Extra libFuzzer flags can be passed in FUZZ_ARGS (e.g. FUZZ_ARGS=-jobs=2).
+# Extra libFuzzer flags can be passed in FUZZ_ARGS (e.g. FUZZ_ARGS=-jobs=2);
+# FUZZ_TARGETS="archive literal" runs only those targets.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
 secs=${1:-15}
-targets=(archive program literal stream structured)
+targets=(${FUZZ_TARGETS:-archive program literal stream structured})
 
 skip() {
   echo "skipping fuzz pass: $*" >&2
