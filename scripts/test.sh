@@ -44,11 +44,13 @@ cargo clippy --workspace --all-targets --release -- -D warnings
 log "cargo doc (warnings are errors: every public item documented, links resolve)"
 RUSTDOCFLAGS="-D warnings" cargo doc --workspace --no-deps --quiet
 
+# As an rlib: the crate is also a cdylib (for wasm-pack, with `--features wasm`,
+# which brings std); a no_std cdylib would need its own allocator and panic handler.
 log "decoder builds without std"
-cargo build --release -p brevis-decoder --no-default-features
+cargo rustc --release -p brevis-decoder --no-default-features --lib --crate-type rlib
 if rustup target list --installed 2>/dev/null | grep -q '^wasm32-unknown-unknown$'; then
   log "decoder builds for wasm32-unknown-unknown (no_std)"
-  cargo build --release -p brevis-decoder --no-default-features --target wasm32-unknown-unknown
+  cargo rustc --release -p brevis-decoder --no-default-features --lib --crate-type rlib --target wasm32-unknown-unknown
   log "clippy on the wasm bindings (feature wasm, wasm32)"
   cargo clippy -p brevis-decoder --features wasm --target wasm32-unknown-unknown -- -D warnings
 else
