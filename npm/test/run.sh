@@ -9,6 +9,10 @@ HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 ROOT=$(cd "$HERE/../.." && pwd)
 log() { printf '[npm-test] %s\n' "$*" >&2; }
 
+# The brevis binary, as an absolute path (the steps below change directory).
+BREVIS=${1:-${BREVIS_BIN:-$ROOT/target/release/brevis}}
+BREVIS=$(cd "$(dirname "$BREVIS")" && pwd)/$(basename "$BREVIS")
+
 TGZ=$("$ROOT/scripts/build-npm.sh" | tail -1)
 cd "$HERE"
 # onnxruntime-node (a dependency of transformers.js) has an install script that
@@ -18,7 +22,7 @@ log "npm ci (onnxruntime-web, @huggingface/transformers)"
 npm ci --ignore-scripts --no-audit --no-fund --loglevel=error
 log "npm install $TGZ"
 npm install --no-save --ignore-scripts --no-audit --no-fund --loglevel=error "$TGZ"
-"$HERE/fixtures.sh" "$@"
+"$HERE/fixtures.sh" "$BREVIS"
 log "tsc: the package's types against a file that uses every export"
 npx --no-install tsc -p tsconfig.json
 log "node --test"
