@@ -2,29 +2,9 @@
 //! and the promises about never losing or overwriting data.
 
 use std::fs;
-use std::path::Path;
-use std::process::{Command, Output};
 
-fn brevis(args: &[&str], cwd: &Path) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_brevis"))
-        .args(args)
-        .current_dir(cwd)
-        .output()
-        .expect("run brevis")
-}
-
-fn bundled() -> &'static [u8] {
-    include_bytes!("../assets/silero_vad_16k.safetensors")
-}
-
-fn ok(o: &Output) {
-    assert!(
-        o.status.success(),
-        "stdout: {}\nstderr: {}",
-        String::from_utf8_lossy(&o.stdout),
-        String::from_utf8_lossy(&o.stderr)
-    );
-}
+mod common;
+use common::{brevis, bundled, ok};
 
 #[test]
 fn compress_decompress_verify_inspect_round_trip() {

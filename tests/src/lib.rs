@@ -116,3 +116,31 @@ pub fn round_trip(files: &[(&str, &[u8])]) -> Vec<u8> {
     }
     archive
 }
+
+/// Builds an archive from raw record bodies (FILE, SEGMENT, CHUNK, in order),
+/// with correct checksums, index and END: for handcrafted, hostile archives.
+pub fn build_archive(records: &[(brevis_format::archive::RecordKind, Vec<u8>)]) -> Vec<u8> {
+    use brevis_format::archive::{
+        end_body, header, index_body, put_record, ChunkRecord, IndexEntry, RecordKind, END_LEN,
+    };
+    let mut a = header().to_vec();
+    let mut index = Vec::new();
+    for (kind, body) in records {
+        let decoded_len = if *kind == RecordKind::Chunk {
+            ChunkRecord::parse(body).map(|c| c.decoded_len).unwrap_or(0)
+        } else {
+            0
+        };
+        index.push(IndexEntry {
+            kind: *kind,
+            offset: a.len() as u64,
+            decoded_len,
+        });
+        put_record(&mut a, *kind, body);
+    }
+    let index_offset = a.len() as u64;
+    put_record(&mut a, RecordKind::Index, &index_body(&index));
+    let total = a.len() as u64 + END_LEN as u64;
+    put_record(&mut a, RecordKind::End, &end_body(index_offset, total));
+    a
+}

@@ -1,16 +1,13 @@
 //! Across tensors and files: identical segments stored once (copies of a
 //! retained segment) and fine-tunes stored against their base (XOR deltas).
 
-use brevis_decoder::format::archive::{
-    end_body, header, index_body, put_record, ChunkRecord, FileRecord, IndexEntry, RecordKind, SegmentKind,
-    SegmentRecord, SegmentSource,
-};
+use brevis_decoder::format::archive::{ChunkRecord, FileRecord, RecordKind, SegmentKind, SegmentRecord, SegmentSource};
 use brevis_decoder::format::program::{serialize, Node};
 use brevis_decoder::format::FormatError;
 use brevis_decoder::{decode_all, decode_all_with_base, Archive, DecodeLimits, ErrorKind, Event, StreamDecoder};
 use brevis_encoder::synth::CandidateSearch;
 use brevis_encoder::{compress_files_with_base, BaseTensors, CompressOptions, InputFile};
-use brevis_tests::{compress, round_trip, safetensors_file, tensor_bytes, Rng};
+use brevis_tests::{build_archive as build, compress, round_trip, safetensors_file, tensor_bytes, Rng};
 use safetensors::tensor::Dtype;
 use sha2::{Digest, Sha256};
 
@@ -187,29 +184,6 @@ fn every_flipped_bit_of_a_dedup_archive_is_caught() {
 }
 
 // ---------------------------------------------------------------- hostile copies
-
-fn build(records: &[(RecordKind, Vec<u8>)]) -> Vec<u8> {
-    let mut a = header().to_vec();
-    let mut index = Vec::new();
-    for (kind, body) in records {
-        let decoded_len = if *kind == RecordKind::Chunk {
-            ChunkRecord::parse(body).map(|c| c.decoded_len).unwrap_or(0)
-        } else {
-            0
-        };
-        index.push(IndexEntry {
-            kind: *kind,
-            offset: a.len() as u64,
-            decoded_len,
-        });
-        put_record(&mut a, *kind, body);
-    }
-    let index_offset = a.len() as u64;
-    put_record(&mut a, RecordKind::Index, &index_body(&index));
-    let total = a.len() as u64 + brevis_decoder::format::archive::END_LEN as u64;
-    put_record(&mut a, RecordKind::End, &end_body(index_offset, total));
-    a
-}
 
 fn file_rec(data: &[u8], segments: u64) -> (RecordKind, Vec<u8>) {
     let f = FileRecord {

@@ -8,7 +8,7 @@ use brevis_format::archive::{
 };
 use brevis_format::program::serialize;
 use brevis_format::{FormatError, Node};
-use brevis_tests::{compress, safetensors_file, tensor_bytes};
+use brevis_tests::{build_archive as build, compress, safetensors_file, tensor_bytes};
 use safetensors::tensor::Dtype;
 use sha2::{Digest, Sha256};
 
@@ -86,31 +86,6 @@ fn trailing_garbage_and_wrong_magic_are_rejected() {
     archive.push(0);
     let e = decode_all(&archive, &DecodeLimits::default()).unwrap_err();
     assert!(matches!(e.error, FormatError::TrailingBytes { .. }), "{e}");
-}
-
-/// Builds an archive from raw record bodies, with correct checksums, index and END.
-fn build(records: &[(RecordKind, Vec<u8>)]) -> Vec<u8> {
-    let mut a = header().to_vec();
-    let mut index = Vec::new();
-    for (kind, body) in records {
-        let decoded_len = if *kind == RecordKind::Chunk {
-            ChunkRecord::parse(body).map(|c| c.decoded_len).unwrap_or(0)
-        } else {
-            0
-        };
-        index.push(IndexEntry {
-            kind: *kind,
-            offset: a.len() as u64,
-            decoded_len,
-        });
-        put_record(&mut a, *kind, body);
-    }
-    let index_offset = a.len() as u64;
-    put_record(&mut a, RecordKind::Index, &index_body(&index));
-    let end_len = brevis_format::archive::END_LEN as u64;
-    let total = a.len() as u64 + end_len;
-    put_record(&mut a, RecordKind::End, &end_body(index_offset, total));
-    a
 }
 
 fn file_rec(path: &str, data: &[u8], segments: u64) -> (RecordKind, Vec<u8>) {

@@ -53,11 +53,11 @@
 use alloc::vec;
 use alloc::vec::Vec;
 
-use super::rans::{ln, normalize, read_freqs, write_table};
+use super::rans::{ln, normalize, read_freqs, read_states, write_table, StateErrors};
 use super::tables::{ceil_log2, read_symbol_set, write_symbol_set, BitReader, BitWriter};
 use super::MAX_ENTROPY_WIDTH;
 use crate::error::{FormatError, Result};
-use crate::stream::{mask, Word};
+use crate::stream::Word;
 
 /// Interleaved states.
 const LANES: usize = 4;
@@ -319,20 +319,6 @@ fn plan(counts: &[u64], n: u64, width: u8, k: u8) -> Plan {
     }
 }
 
-/// Joint counts of `symbols` (`2^width` entries), or `None` if a symbol does not fit.
-fn joint_counts<W: Word>(symbols: &[W], width: u8) -> Option<Vec<u64>> {
-    let lim = mask(width);
-    let mut counts = vec![0u64; 1usize << width];
-    for s in symbols {
-        let v = s.to_u64();
-        if v > lim {
-            return None;
-        }
-        counts[v as usize] += 1;
-    }
-    Some(counts)
-}
-
 fn valid_split(width: u8, k: u8) -> bool {
     (2..=MAX_ENTROPY_WIDTH).contains(&width) && k >= 1 && k < width
 }
@@ -346,7 +332,7 @@ pub fn estimate<W: Word>(symbols: &[W], width: u8, k: u8) -> Option<f64> {
     if symbols.is_empty() {
         return Some(0.0);
     }
-    let counts = joint_counts(symbols, width)?;
+    let counts = super::tables::symbol_counts(symbols, width)?;
     Some(plan(&counts, symbols.len() as u64, width, k).estimate)
 }
 
@@ -355,7 +341,7 @@ pub fn best_split<W: Word>(symbols: &[W], width: u8) -> Option<(u8, f64)> {
     if !(2..=MAX_ENTROPY_WIDTH).contains(&width) {
         return None;
     }
-    let counts = joint_counts(symbols, width)?;
+    let counts = super::tables::symbol_counts(symbols, width)?;
     let n = symbols.len() as u64;
     if n == 0 {
         return Some((1, 0.0));
@@ -372,7 +358,7 @@ pub fn encode<W: Word>(symbols: &[W], width: u8, k: u8) -> Option<Vec<u8>> {
     if !valid_split(width, k) {
         return None;
     }
-    let counts = joint_counts(symbols, width)?;
+    let counts = super::tables::symbol_counts(symbols, width)?;
     if symbols.is_empty() {
         return Some(Vec::new());
     }
@@ -553,26 +539,8 @@ pub fn decode<W: Word>(payload: &[u8], width: u8, out: &mut [W]) -> Result<()> {
         };
     }
 
-    let rest = &payload[table_end..];
-    let lanes = LANES.min(out.len());
-    if rest.len() < 4 * lanes {
-        return Err(FormatError::Truncated { what: "ctx states" });
-    }
-    let mut x = [RANS_L; LANES];
-    for (l, b) in rest[..4 * lanes].chunks_exact(4).enumerate() {
-        x[l] = u32::from_le_bytes([b[0], b[1], b[2], b[3]]);
-        if x[l] < RANS_L {
-            return Err(FormatError::Corrupt {
-                what: "ctx state (below 2^16)",
-            });
-        }
-    }
-    let body = &rest[4 * lanes..];
-    if body.len() & 1 != 0 {
-        return Err(FormatError::Corrupt {
-            what: "ctx word stream (odd length)",
-        });
-    }
+    const STATE_ERRORS: StateErrors = ["ctx states", "ctx state (below 2^16)", "ctx word stream (odd length)"];
+    let (mut x, body) = read_states(&payload[table_end..], out.len(), &STATE_ERRORS)?;
 
     let h_scale = h.scale;
     let h_mask = (1u32 << h_scale) - 1;
@@ -625,6 +593,7 @@ pub fn decode<W: Word>(payload: &[u8], width: u8, out: &mut [W]) -> Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::stream::mask;
     use std::vec::Vec;
 
     struct Rng(u64);

@@ -219,26 +219,7 @@ impl<'p, W: Word> Decoder<'p, W> {
             });
         }
 
-        let rest = &payload[table_end..];
-        let lanes = LANES.min(out.len());
-        if rest.len() < 4 * lanes {
-            return Err(FormatError::Truncated { what: "rans states" });
-        }
-        let mut x = [RANS_L; LANES];
-        for (l, b) in rest[..4 * lanes].chunks_exact(4).enumerate() {
-            x[l] = u32::from_le_bytes([b[0], b[1], b[2], b[3]]);
-            if x[l] < RANS_L {
-                return Err(FormatError::Corrupt {
-                    what: "rans state (below 2^16)",
-                });
-            }
-        }
-        let body = &rest[4 * lanes..];
-        if body.len() & 1 != 0 {
-            return Err(FormatError::Corrupt {
-                what: "rans word stream (odd length)",
-            });
-        }
+        let (x, body) = read_states(&payload[table_end..], out.len(), &STATE_ERRORS)?;
         Ok(Some(Decoder {
             slot_sym,
             slot_fb,
@@ -499,6 +480,37 @@ pub(super) fn write_table(w: &mut BitWriter, syms: &[u32], freqs: &[u32], scale:
         w.put(f, b - 1);
         prev = b;
     }
+}
+
+/// What [`read_states`] reports for a payload that ends early, a state below
+/// 2^16 and a word stream of odd length (each coder names itself).
+pub(super) type StateErrors = [&'static str; 3];
+const STATE_ERRORS: StateErrors = [
+    "rans states",
+    "rans state (below 2^16)",
+    "rans word stream (odd length)",
+];
+
+/// Reads the initial states of the `min(LANES, n)` lanes that code `n` symbols
+/// (little-endian u32, each at least 2^16) and returns them with the 16-bit
+/// word stream that follows (an even number of bytes).
+pub(super) fn read_states<'a>(rest: &'a [u8], n: usize, what: &StateErrors) -> Result<([u32; LANES], &'a [u8])> {
+    let lanes = LANES.min(n);
+    if rest.len() < 4 * lanes {
+        return Err(FormatError::Truncated { what: what[0] });
+    }
+    let mut x = [RANS_L; LANES];
+    for (l, b) in rest[..4 * lanes].chunks_exact(4).enumerate() {
+        x[l] = u32::from_le_bytes([b[0], b[1], b[2], b[3]]);
+        if x[l] < RANS_L {
+            return Err(FormatError::Corrupt { what: what[1] });
+        }
+    }
+    let body = &rest[4 * lanes..];
+    if body.len() & 1 != 0 {
+        return Err(FormatError::Corrupt { what: what[2] });
+    }
+    Ok((x, body))
 }
 
 /// Reads `scale_bits` and the frequencies of `nsym >= 2` symbols.

@@ -44,15 +44,7 @@ pub(crate) fn census<W: Word>(symbols: &[W], width: u8) -> Option<Census> {
     if symbols.is_empty() {
         return Some(Census::Payload(Vec::new()));
     }
-    let lim = mask(width);
-    let mut counts = vec![0u64; 1usize << width];
-    for s in symbols {
-        let v = s.to_u64();
-        if v > lim {
-            return None;
-        }
-        counts[v as usize] += 1;
-    }
+    let counts = symbol_counts(symbols, width)?;
     let (syms, cs): (Vec<u32>, Vec<u64>) = counts
         .iter()
         .enumerate()
@@ -65,6 +57,21 @@ pub(crate) fn census<W: Word>(symbols: &[W], width: u8) -> Option<Census> {
         return Some(Census::Payload(w.finish()));
     }
     Some(Census::Symbols(syms, cs))
+}
+
+/// How often each of the `2^width` symbols occurs in `symbols`, or `None` if a
+/// symbol does not fit `width`.
+pub(crate) fn symbol_counts<W: Word>(symbols: &[W], width: u8) -> Option<Vec<u64>> {
+    let lim = mask(width);
+    let mut counts = vec![0u64; 1usize << width];
+    for s in symbols {
+        let v = s.to_u64();
+        if v > lim {
+            return None;
+        }
+        counts[v as usize] += 1;
+    }
+    Some(counts)
 }
 
 /// Starts decoding `payload` into `out`: checks `width` (1..=16, and no wider than
