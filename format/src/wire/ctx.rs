@@ -53,7 +53,7 @@
 use alloc::vec;
 use alloc::vec::Vec;
 
-use super::rans::{ln, normalize, read_freqs, read_states, write_table, StateErrors};
+use super::rans::{check_end, ln, normalize, read_freqs, read_states, write_table, StreamErrors};
 use super::tables::{ceil_log2, read_symbol_set, write_symbol_set, BitReader, BitWriter};
 use super::MAX_ENTROPY_WIDTH;
 use crate::error::{FormatError, Result};
@@ -72,6 +72,15 @@ const CTX_MAX_SCALE: u32 = 12;
 const MAIN_MAX_SCALE: u32 = 15;
 
 const WHAT: &str = "ctx literal";
+/// How the shared rANS framing names this coder's errors.
+const STREAM_ERRORS: StreamErrors = StreamErrors {
+    states: "ctx states",
+    low_state: "ctx state (below 2^16)",
+    odd_stream: "ctx word stream (odd length)",
+    short_stream: "ctx word stream",
+    final_state: "ctx literal (final state mismatch)",
+    literal: WHAT,
+};
 const LN_2: f64 = core::f64::consts::LN_2;
 
 /// A static rANS table: symbols in increasing order, frequencies summing to
@@ -539,8 +548,7 @@ pub fn decode<W: Word>(payload: &[u8], width: u8, out: &mut [W]) -> Result<()> {
         };
     }
 
-    const STATE_ERRORS: StateErrors = ["ctx states", "ctx state (below 2^16)", "ctx word stream (odd length)"];
-    let (mut x, body) = read_states(&payload[table_end..], out.len(), &STATE_ERRORS)?;
+    let (mut x, body) = read_states(&payload[table_end..], out.len(), &STREAM_ERRORS)?;
 
     let h_scale = h.scale;
     let h_mask = (1u32 << h_scale) - 1;
@@ -571,23 +579,7 @@ pub fn decode<W: Word>(payload: &[u8], width: u8, out: &mut [W]) -> Result<()> {
         x[l] = xs;
         *d = W::from_u64(u64::from(hs) << lb | u64::from(ls));
     }
-    if pos > body.len() {
-        return Err(FormatError::Truncated {
-            what: "ctx word stream",
-        });
-    }
-    if x.iter().any(|&s| s != RANS_L) {
-        return Err(FormatError::Corrupt {
-            what: "ctx literal (final state mismatch)",
-        });
-    }
-    if pos < body.len() {
-        return Err(FormatError::TrailingBytes {
-            what: WHAT,
-            count: (body.len() - pos) as u64,
-        });
-    }
-    Ok(())
+    check_end(&x, pos, body, &STREAM_ERRORS)
 }
 
 #[cfg(test)]

@@ -219,7 +219,7 @@ impl<'p, W: Word> Decoder<'p, W> {
             });
         }
 
-        let (x, body) = read_states(&payload[table_end..], out.len(), &STATE_ERRORS)?;
+        let (x, body) = read_states(&payload[table_end..], out.len(), &STREAM_ERRORS)?;
         Ok(Some(Decoder {
             slot_sym,
             slot_fb,
@@ -310,25 +310,7 @@ impl<'p, W: Word> Decoder<'p, W> {
     /// every state back at `2^16`.
     fn finish(&self, out: &[W], done: usize) -> Result<()> {
         debug_assert_eq!(done, out.len());
-        let body = self.body;
-        let pos = self.pos;
-        if pos > body.len() {
-            return Err(FormatError::Truncated {
-                what: "rans word stream",
-            });
-        }
-        if self.x.iter().any(|&x| x != RANS_L) {
-            return Err(FormatError::Corrupt {
-                what: "rans literal (final state mismatch)",
-            });
-        }
-        if pos < body.len() {
-            return Err(FormatError::TrailingBytes {
-                what: WHAT,
-                count: (body.len() - pos) as u64,
-            });
-        }
-        Ok(())
+        check_end(&self.x, self.pos, self.body, &STREAM_ERRORS)
     }
 }
 
@@ -482,35 +464,63 @@ pub(super) fn write_table(w: &mut BitWriter, syms: &[u32], freqs: &[u32], scale:
     }
 }
 
-/// What [`read_states`] reports for a payload that ends early, a state below
-/// 2^16 and a word stream of odd length (each coder names itself).
-pub(super) type StateErrors = [&'static str; 3];
-const STATE_ERRORS: StateErrors = [
-    "rans states",
-    "rans state (below 2^16)",
-    "rans word stream (odd length)",
-];
+/// What [`read_states`] and [`check_end`] report, in each coder's words: a
+/// payload that ends before the states, a state below 2^16, a word stream of
+/// odd length, one read past its end, states not back at 2^16, trailing words.
+pub(super) struct StreamErrors {
+    pub(super) states: &'static str,
+    pub(super) low_state: &'static str,
+    pub(super) odd_stream: &'static str,
+    pub(super) short_stream: &'static str,
+    pub(super) final_state: &'static str,
+    pub(super) literal: &'static str,
+}
+const STREAM_ERRORS: StreamErrors = StreamErrors {
+    states: "rans states",
+    low_state: "rans state (below 2^16)",
+    odd_stream: "rans word stream (odd length)",
+    short_stream: "rans word stream",
+    final_state: "rans literal (final state mismatch)",
+    literal: WHAT,
+};
 
-/// Reads the initial states of the `min(LANES, n)` lanes that code `n` symbols
-/// (little-endian u32, each at least 2^16) and returns them with the 16-bit
-/// word stream that follows (an even number of bytes).
-pub(super) fn read_states<'a>(rest: &'a [u8], n: usize, what: &StateErrors) -> Result<([u32; LANES], &'a [u8])> {
+pub(super) fn read_states<'a>(rest: &'a [u8], n: usize, what: &StreamErrors) -> Result<([u32; LANES], &'a [u8])> {
     let lanes = LANES.min(n);
     if rest.len() < 4 * lanes {
-        return Err(FormatError::Truncated { what: what[0] });
+        return Err(FormatError::Truncated { what: what.states });
     }
     let mut x = [RANS_L; LANES];
     for (l, b) in rest[..4 * lanes].chunks_exact(4).enumerate() {
         x[l] = u32::from_le_bytes([b[0], b[1], b[2], b[3]]);
         if x[l] < RANS_L {
-            return Err(FormatError::Corrupt { what: what[1] });
+            return Err(FormatError::Corrupt { what: what.low_state });
         }
     }
     let body = &rest[4 * lanes..];
     if body.len() & 1 != 0 {
-        return Err(FormatError::Corrupt { what: what[2] });
+        return Err(FormatError::Corrupt { what: what.odd_stream });
     }
     Ok((x, body))
+}
+
+/// After every word was decoded: the word stream (`body`, read up to `pos`)
+/// must be used up exactly and every state back at 2^16.
+pub(super) fn check_end(x: &[u32; LANES], pos: usize, body: &[u8], what: &StreamErrors) -> Result<()> {
+    if pos > body.len() {
+        return Err(FormatError::Truncated {
+            what: what.short_stream,
+        });
+    }
+    if x.iter().any(|&s| s != RANS_L) {
+        return Err(FormatError::Corrupt { what: what.final_state });
+    }
+    if pos < body.len() {
+        return Err(FormatError::TrailingBytes {
+            what: what.literal,
+            count: (body.len() - pos) as u64,
+        });
+    }
+    Ok(())
 }
 
 /// Reads `scale_bits` and the frequencies of `nsym >= 2` symbols.
