@@ -232,3 +232,67 @@ fn golden_archive_covers_the_whole_dsl() {
         assert!(encodings.contains(e), "golden archive lacks {e}: {encodings:?}");
     }
 }
+
+/// The inputs of `v1-nbr.brv`: uint8 "convolution kernels" of 9 words around a
+/// zero point, whose spread is drawn per kernel (one in 16 dead), large
+/// enough for neighbour-context literals (`Lit.nbr`, encoding 6) to win.
+fn v1_nbr_inputs() -> Vec<(String, Vec<u8>)> {
+    let mut rng = Rng(41);
+    let mut kernels = Vec::with_capacity(9 << 13);
+    for _ in 0..1 << 13 {
+        let r = rng.next_u64();
+        let spread = if r.is_multiple_of(16) {
+            0.0
+        } else {
+            1.0 + (r >> 8) as f64 % 8.0 * 1.5
+        };
+        for _ in 0..9 {
+            kernels.push((128.0 + rng.normal(spread)).round().clamp(0.0, 255.0) as u8);
+        }
+    }
+    let weights = safetensors_file(&[("conv", Dtype::U8, vec![64, 128, 3, 3], kernels)]);
+    vec![("nbr.safetensors".into(), weights)]
+}
+
+/// Writes `v1-nbr.brv` only (the older golden archives stay as they are).
+#[test]
+#[ignore = "rewrites tests/golden/v1-nbr.*; run by hand only if that archive must change"]
+fn bless_nbr() {
+    bless_archive("v1-nbr", &v1_nbr_inputs());
+}
+
+/// `v1-nbr.brv` holds a neighbour-context literal, and the inputs it was made
+/// from are the ones in this file.
+#[test]
+fn nbr_golden_archive_has_neighbour_context_literals() {
+    let archive = fs::read(golden_dir().join("v1-nbr.brv")).unwrap();
+    let a = Archive::open(&archive, DecodeLimits::default()).unwrap();
+    let mut nbr = 0;
+    fn walk(n: &Node, count: &mut usize) {
+        if matches!(
+            n,
+            Node::Lit {
+                encoding: brevis_format::wire::LitEncoding::Nbr,
+                ..
+            }
+        ) {
+            *count += 1;
+        }
+        n.children().iter().for_each(|c| walk(c, count));
+    }
+    for f in a.files() {
+        for s in &f.segments {
+            for c in &s.chunks {
+                let chunk = ChunkRecord::parse(a.chunk_body(c).unwrap()).unwrap();
+                walk(&parse(chunk.program, &Limits::default()).unwrap(), &mut nbr);
+            }
+        }
+    }
+    assert!(nbr >= 1, "no nbr literal in v1-nbr.brv");
+    let sums = fs::read_to_string(golden_dir().join("v1-nbr.sha256")).unwrap();
+    let want: String = v1_nbr_inputs()
+        .iter()
+        .map(|(p, d)| format!("{}  {p}\n", hex(&Sha256::digest(d))))
+        .collect();
+    assert_eq!(sums, want);
+}

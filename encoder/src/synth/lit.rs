@@ -93,14 +93,20 @@ fn lit_size(s: &Stream, payload: usize) -> usize {
 /// beat Huffman by about 2%). Set to 0 for the smallest literal by exact size.
 pub const DECODE_SLACK_PPM: u64 = 5_000;
 
-/// Literal encodings from fastest to slowest to decode.
-const BY_DECODE_SPEED: [LitEncoding; 5] = [
+/// Literal encodings from fastest to slowest to decode (`nbr` decodes one word
+/// at a time, each step waiting on the word before it).
+const BY_DECODE_SPEED: [LitEncoding; 6] = [
     LitEncoding::Raw,
     LitEncoding::BitPacked,
     LitEncoding::Huffman,
     LitEncoding::Rans,
     LitEncoding::Zstd,
+    LitEncoding::Nbr,
 ];
+
+/// Shortest stream the neighbour-context coder is tried on: below it the
+/// per-context tables cost more than the context saves.
+const NBR_MIN_WORDS: usize = 4096;
 
 /// Among `(encoding, size)` trials, the one to keep: walking from the fastest
 /// encoding to the slowest, a slower one replaces the choice only if it is smaller
@@ -148,6 +154,11 @@ pub fn best_lit_below(s: &Stream, policy: &LitPolicy, bound: usize) -> Node {
     };
     for enc in [LitEncoding::Huffman, LitEncoding::Rans] {
         if let Some(node) = lit(s, enc, 0) {
+            keep(node, &mut sizes, &mut built);
+        }
+    }
+    if n >= NBR_MIN_WORDS {
+        if let Some(node) = lit(s, LitEncoding::Nbr, 0) {
             keep(node, &mut sizes, &mut built);
         }
     }

@@ -86,14 +86,14 @@ const LN_2: f64 = core::f64::consts::LN_2;
 /// A static rANS table: symbols in increasing order, frequencies summing to
 /// `2^scale` (a one-symbol table has `scale = 0` and frequency 1).
 #[derive(Clone, Debug)]
-struct Table {
-    syms: Vec<u32>,
-    freqs: Vec<u32>,
-    scale: u32,
+pub(super) struct Table {
+    pub(super) syms: Vec<u32>,
+    pub(super) freqs: Vec<u32>,
+    pub(super) scale: u32,
 }
 
 impl Table {
-    fn write(&self, w: &mut BitWriter) {
+    pub(super) fn write(&self, w: &mut BitWriter) {
         if self.syms.len() == 1 {
             write_symbol_set(w, &self.syms);
         } else {
@@ -101,7 +101,7 @@ impl Table {
         }
     }
 
-    fn read(br: &mut BitReader<'_>, width: u8) -> Result<Table> {
+    pub(super) fn read(br: &mut BitReader<'_>, width: u8) -> Result<Table> {
         let syms = read_symbol_set(br, width)?;
         if syms.len() == 1 {
             return Ok(Table {
@@ -114,7 +114,7 @@ impl Table {
         Ok(Table { syms, freqs, scale })
     }
 
-    fn slots(&self) -> u64 {
+    pub(super) fn slots(&self) -> u64 {
         1u64 << self.scale
     }
 
@@ -226,6 +226,38 @@ fn plan(counts: &[u64], n: u64, width: u8, k: u8) -> Plan {
                 .collect()
         })
         .collect();
+    let tables = plan_contexts(&ctx, lsize, h.slots());
+    let table_bits = h.bits() + tables.table_bits;
+    let data_bits = h_bits - h.bits() as f64 + tables.data_bits;
+    // Estimate: tables, data, states, flush.
+    let estimate = 1.0 + table_bits.div_ceil(8) as f64 + (4 * LANES.min(n as usize)) as f64 + data_bits / 8.0 + 2.0;
+    Plan {
+        lb,
+        h,
+        own: tables.own,
+        fallback: tables.fallback,
+        estimate,
+    }
+}
+
+/// The tables of symbols coded under contexts: each context's own table, or the
+/// fallback table shared by the contexts whose own table does not pay.
+pub(super) struct ContextTables {
+    /// Own table of each context, or `None` (the context uses the fallback).
+    pub(super) own: Vec<Option<Table>>,
+    /// The shared table, present when any context has no own table.
+    pub(super) fallback: Option<Table>,
+    /// Bits of the per-context flags and of every table.
+    pub(super) table_bits: usize,
+    /// Bits of the symbols coded with these tables.
+    pub(super) data_bits: f64,
+}
+
+/// Plans the tables for contexts `ctx` (each non-empty: its present symbols, below
+/// `lsize`, with their counts): a context gets its own table where that costs fewer
+/// bits than coding it with the pooled fallback, and the slots of all tables plus
+/// `other_slots` stay within [`MAX_SLOTS`].
+pub(super) fn plan_contexts(ctx: &[Vec<(u32, u64)>], lsize: usize, other_slots: u64) -> ContextTables {
     let own_fit: Vec<(Table, f64)> = ctx
         .iter()
         .map(|c| {
@@ -275,7 +307,7 @@ fn plan(counts: &[u64], n: u64, width: u8, k: u8) -> Plan {
         } else {
             None
         };
-        let slots = h.slots()
+        let slots = other_slots
             + fallback.as_ref().map_or(0, Table::slots)
             + own_fit
                 .iter()
@@ -292,9 +324,8 @@ fn plan(counts: &[u64], n: u64, width: u8, k: u8) -> Plan {
             shared[worst] = true;
             continue;
         }
-        // Estimate: tables, data, states, flush.
-        let mut table_bits = h.bits() + ctx.len();
-        let mut data_bits = h_bits - h.bits() as f64;
+        let mut table_bits = ctx.len();
+        let mut data_bits = 0.0;
         if let Some(fb) = &fallback {
             table_bits += fb.bits();
         }
@@ -312,18 +343,16 @@ fn plan(counts: &[u64], n: u64, width: u8, k: u8) -> Plan {
                 .collect();
             data_bits += t.data_bits(&cs);
         }
-        let estimate = 1.0 + table_bits.div_ceil(8) as f64 + (4 * LANES.min(n as usize)) as f64 + data_bits / 8.0 + 2.0;
         let own = own_fit
             .iter()
             .zip(&shared)
             .map(|((t, _), &s)| if s { None } else { Some(t.clone()) })
             .collect();
-        return Plan {
-            lb,
-            h,
+        return ContextTables {
             own,
             fallback,
-            estimate,
+            table_bits,
+            data_bits,
         };
     }
 }
@@ -448,7 +477,7 @@ pub fn encode<W: Word>(symbols: &[W], width: u8, k: u8) -> Option<Vec<u8>> {
 }
 
 /// Slot entries of a table: `symbol << 32 | freq << 16 | (slot - start)`.
-fn fill_slots(t: &Table, entries: &mut Vec<u64>) -> Result<()> {
+pub(super) fn fill_slots(t: &Table, entries: &mut Vec<u64>) -> Result<()> {
     let base = entries.len();
     let mut start = 0u64;
     for (&s, &f) in t.syms.iter().zip(&t.freqs) {
@@ -554,20 +583,6 @@ pub fn decode<W: Word>(payload: &[u8], width: u8, out: &mut [W]) -> Result<()> {
     let h_mask = (1u32 << h_scale) - 1;
     let h_entries = &entries[..h.slots() as usize];
     let mut pos = 0usize;
-    // One rANS step: the symbol, with the state renormalized from the word stream
-    // (zeros past its end; `pos` still advances so the overrun is reported).
-    #[inline(always)]
-    fn step(e: u64, x: u32, scale: u32, body: &[u8], pos: &mut usize) -> (u32, u32) {
-        let f = ((e >> 16) & 0xffff) as u32;
-        let v = f.wrapping_mul(x >> scale).wrapping_add(e as u32 & 0xffff);
-        let need = v < RANS_L;
-        let w = body
-            .get(*pos..)
-            .and_then(|b| b.first_chunk::<2>())
-            .map_or(0, |b| u32::from(u16::from_le_bytes(*b)));
-        *pos += 2 * usize::from(need);
-        ((e >> 32) as u32, if need { v << 16 | w } else { v })
-    }
     for (i, d) in out.iter_mut().enumerate() {
         let l = i % LANES;
         let xs = x[l];
@@ -580,6 +595,22 @@ pub fn decode<W: Word>(payload: &[u8], width: u8, out: &mut [W]) -> Result<()> {
         *d = W::from_u64(u64::from(hs) << lb | u64::from(ls));
     }
     check_end(&x, pos, body, &STREAM_ERRORS)
+}
+
+/// One rANS step with slot entry `e` (see [`fill_slots`]) of a table of `scale`
+/// bits: the symbol, and the state renormalized from the word stream (zeros past
+/// its end; `pos` still advances so [`check_end`] reports the overrun).
+#[inline(always)]
+pub(super) fn step(e: u64, x: u32, scale: u32, body: &[u8], pos: &mut usize) -> (u32, u32) {
+    let f = ((e >> 16) & 0xffff) as u32;
+    let v = f.wrapping_mul(x >> scale).wrapping_add(e as u32 & 0xffff);
+    let need = v < RANS_L;
+    let w = body
+        .get(*pos..)
+        .and_then(|b| b.first_chunk::<2>())
+        .map_or(0, |b| u32::from(u16::from_le_bytes(*b)));
+    *pos += 2 * usize::from(need);
+    ((e >> 32) as u32, if need { v << 16 | w } else { v })
 }
 
 #[cfg(test)]

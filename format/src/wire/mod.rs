@@ -13,6 +13,7 @@
 //! | 3 | [`rans`] | 1..=16 | quantized frequency table, then interleaved rANS states |
 //! | 4 | [`zstd`] | 1..=64 | a zstd frame of the `raw` payload |
 //! | 5 | [`ctx`] | 2..=16 | `[u8] k`, tables for the top `k` bits and for the rest given them, then interleaved rANS states |
+//! | 6 | [`nbr`] | 2..=8 | centre, weights and thresholds, one table per neighbour context, then interleaved rANS states |
 
 use alloc::vec::Vec;
 
@@ -22,6 +23,7 @@ use crate::stream::{Stream, Words};
 pub mod bitpack;
 pub mod ctx;
 pub mod huffman;
+pub mod nbr;
 pub mod rans;
 pub mod raw;
 /// The table and bit-I/O code both entropy coders ([`huffman`], [`rans`]) must agree on:
@@ -49,17 +51,21 @@ pub enum LitEncoding {
     /// Context-coded: the top `k` bits with one table, the rest with a table chosen
     /// by them (see [`ctx`]).
     Ctx = 5,
+    /// Neighbour-context coded: each word with the table picked by the distance of
+    /// the previous words from a centre (see [`nbr`]); 2- to 8-bit words.
+    Nbr = 6,
 }
 
 impl LitEncoding {
     /// All encodings, in tag order.
-    pub const ALL: [LitEncoding; 6] = [
+    pub const ALL: [LitEncoding; 7] = [
         LitEncoding::Raw,
         LitEncoding::BitPacked,
         LitEncoding::Huffman,
         LitEncoding::Rans,
         LitEncoding::Zstd,
         LitEncoding::Ctx,
+        LitEncoding::Nbr,
     ];
 
     /// The encoding with wire tag `tag`.
@@ -79,6 +85,7 @@ impl LitEncoding {
             LitEncoding::Rans => "rans",
             LitEncoding::Zstd => "zstd",
             LitEncoding::Ctx => "ctx",
+            LitEncoding::Nbr => "nbr",
         }
     }
 
@@ -87,6 +94,7 @@ impl LitEncoding {
         match self {
             LitEncoding::Huffman | LitEncoding::Rans => width <= MAX_ENTROPY_WIDTH,
             LitEncoding::Ctx => (2..=MAX_ENTROPY_WIDTH).contains(&width),
+            LitEncoding::Nbr => (2..=8).contains(&width),
             _ => true,
         }
     }
@@ -100,10 +108,10 @@ pub fn decode(encoding: LitEncoding, width: u8, count: usize, payload: &[u8]) ->
     if !encoding.supports_width(width) {
         return Err(FormatError::Type {
             op: "Lit",
-            rule: if encoding == LitEncoding::Ctx {
-                "ctx literals hold 2- to 16-bit words"
-            } else {
-                "entropy-coded literals hold at most 16-bit words"
+            rule: match encoding {
+                LitEncoding::Ctx => "ctx literals hold 2- to 16-bit words",
+                LitEncoding::Nbr => "nbr literals hold 2- to 8-bit words",
+                _ => "entropy-coded literals hold at most 16-bit words",
             },
         });
     }
@@ -126,6 +134,10 @@ pub fn decode(encoding: LitEncoding, width: u8, count: usize, payload: &[u8]) ->
         LitEncoding::Ctx => match &mut words {
             Words::U8(w) => ctx::decode(payload, width, w)?,
             Words::U16(w) => ctx::decode(payload, width, w)?,
+            _ => unreachable_width()?,
+        },
+        LitEncoding::Nbr => match &mut words {
+            Words::U8(w) => nbr::decode(payload, width, w)?,
             _ => unreachable_width()?,
         },
     }
@@ -167,6 +179,10 @@ pub fn encode(encoding: LitEncoding, stream: &Stream) -> Option<Vec<u8>> {
         LitEncoding::Ctx => match stream.words() {
             Words::U8(w) => ctx::encode(w, width, ctx::best_split(w, width)?.0),
             Words::U16(w) => ctx::encode(w, width, ctx::best_split(w, width)?.0),
+            _ => None,
+        },
+        LitEncoding::Nbr => match stream.words() {
+            Words::U8(w) => nbr::encode(w, width),
             _ => None,
         },
     }

@@ -1,0 +1,678 @@
+//! `nbr`: words coded with a table chosen by their neighbours. Each `b`-bit word
+//! (`b` 2..=8) is coded with the static rANS table of its *context*, a bucket of the
+//! weighted distance of the previous few words from a centre value.
+//!
+//! Quantized convolution weights (uint8/int8 around a zero point) come in kernels
+//! whose magnitudes vary together: a small neighbour predicts a small word, and
+//! "dead" kernels are runs of the zero point. Order-0 coders see one flat
+//! distribution; this sees a narrow one after small neighbours and a wide one after
+//! large, and beats xz on such tensors without LZ (`bench/RESULTS.md`).
+//!
+//! # Payload
+//!
+//! An empty stream (`count = 0`) has an empty payload. Otherwise:
+//!
+//! 1. `center: u8`, below `2^b`. The *distance* of a word `v` is `|v - center|`.
+//! 2. `order: u8` in `1..=4`, then `order` weights `w_1..w_order`, one `u8` each,
+//!    at most 15.
+//! 3. `nctx: u8` in `1..=32`, then `nctx - 1` thresholds `t_1 < … < t_{nctx-1}`,
+//!    little-endian `u16`s, the first at least 1.
+//! 4. **Tables**, one bit string read most significant bit first, zero-padded to a
+//!    whole byte, as in `ctx` (module `ctx`: a *table* over `b`-bit symbols is the
+//!    `rans` table, a one-symbol table being just its symbol set): one bit per
+//!    context, in order, `1` = the context has its own table, `0` = it uses the
+//!    fallback table; if any bit was `0`, the fallback table; then the own tables
+//!    in order of context. The sum of `2^scale_bits` over the tables read MUST NOT
+//!    exceed `2^18`.
+//! 5. **States**: `min(4, count)` little-endian `u32`s, each in `[2^16, 2^32)`.
+//! 6. **Words**: little-endian `u16`s up to the end of the payload (even length).
+//!
+//! Decoding word `i` (for `i` in `0..count`): let `d_j` be the distance of word
+//! `i - j` (0 when `i - j < 0`) and `s = w_1 d_1 + … + w_order d_order`; the
+//! context is the number of thresholds `t` with `t <= s`. One rANS step with that
+//! context's table and state `x_{i mod 4}` (exactly as in `ctx`) gives the word.
+//! After the last word every state must be exactly `2^16` and every word must have
+//! been read. The encoder runs from the last word to the first; emitted `u16`s are
+//! stored in reverse order of emission.
+
+use alloc::vec;
+use alloc::vec::Vec;
+
+use super::ctx::{fill_slots, plan_contexts, step, Table, MAX_SLOTS};
+use super::rans::{check_end, read_states, StreamErrors};
+use super::tables::{BitReader, BitWriter};
+use crate::error::{FormatError, Result};
+
+/// Interleaved states.
+const LANES: usize = 4;
+/// Lower bound of a normalized state; also the encoder's initial state.
+const RANS_L: u32 = 1 << 16;
+/// Most previous words in a context.
+pub const MAX_ORDER: usize = 4;
+/// Largest weight of a previous word.
+pub const MAX_WEIGHT: u8 = 15;
+/// Most contexts.
+pub const MAX_CONTEXTS: usize = 32;
+/// Contexts per doubling of the distance sum the encoder starts from, before
+/// merging the ones that do not pay for their tables.
+const ENCODER_PER_DOUBLING: u32 = 4;
+/// Weight sets the encoder tries (nearest word first); chosen from an analysis of
+/// quantized conv weights, where `[2,1,1,1]` and `[1,1,1]` came out best.
+const ENCODER_WEIGHTS: [&[u8]; 3] = [&[2, 1, 1, 1], &[1, 1, 1], &[1]];
+
+const WHAT: &str = "nbr literal";
+const STREAM_ERRORS: StreamErrors = StreamErrors {
+    states: "nbr states",
+    low_state: "nbr state (below 2^16)",
+    odd_stream: "nbr word stream (odd length)",
+    short_stream: "nbr word stream",
+    final_state: "nbr literal (final state mismatch)",
+    literal: WHAT,
+};
+
+/// How the context of a word is computed.
+#[derive(Clone, Debug, PartialEq, Eq)]
+struct Model {
+    center: u8,
+    weights: Vec<u8>,
+    thresholds: Vec<u16>,
+}
+
+impl Model {
+    /// Largest weighted distance sum for `width`-bit words.
+    fn max_sum(&self, width: u8) -> usize {
+        let max_dist = usize::from(self.center).max((1usize << width) - 1 - usize::from(self.center));
+        self.weights.iter().map(|&w| usize::from(w)).sum::<usize>() * max_dist
+    }
+
+    /// Context of every sum `0..=max_sum`.
+    fn context_of_sum(&self, width: u8) -> Vec<u8> {
+        let mut ctx = 0u8;
+        (0..=self.max_sum(width))
+            .map(|s| {
+                while usize::from(ctx) < self.thresholds.len() && usize::from(self.thresholds[usize::from(ctx)]) <= s {
+                    ctx += 1;
+                }
+                ctx
+            })
+            .collect()
+    }
+
+    /// Distance of every word value below `2^width` from the centre.
+    fn distances(&self, width: u8) -> Vec<u16> {
+        (0..1u16 << width).map(|v| v.abs_diff(u16::from(self.center))).collect()
+    }
+
+    /// The context of each word of `symbols`.
+    fn contexts(&self, symbols: &[u8], width: u8) -> Vec<u8> {
+        let lut = self.context_of_sum(width);
+        let dist = self.distances(width);
+        let mut d = [0u16; MAX_ORDER];
+        let mut w = [0u16; MAX_ORDER];
+        for (wj, &x) in w.iter_mut().zip(&self.weights) {
+            *wj = u16::from(x);
+        }
+        symbols
+            .iter()
+            .map(|&v| {
+                let s = w[0] * d[0] + w[1] * d[1] + w[2] * d[2] + w[3] * d[3];
+                d = [dist[usize::from(v)], d[0], d[1], d[2]];
+                lut[usize::from(s)]
+            })
+            .collect()
+    }
+
+    fn write(&self, out: &mut Vec<u8>) {
+        out.push(self.center);
+        out.push(self.weights.len() as u8);
+        out.extend_from_slice(&self.weights);
+        out.push(self.thresholds.len() as u8 + 1);
+        for t in &self.thresholds {
+            out.extend_from_slice(&t.to_le_bytes());
+        }
+    }
+
+    /// Reads a model; returns it and the bytes it took.
+    fn read(payload: &[u8], width: u8) -> Result<(Model, usize)> {
+        let truncated = FormatError::Truncated { what: WHAT };
+        let invalid = |what| FormatError::Invalid { what };
+        let (&center, rest) = payload.split_first().ok_or(truncated.clone())?;
+        if u32::from(center) >> width != 0 {
+            return Err(invalid("nbr centre (does not fit the width)"));
+        }
+        let (&order, rest) = rest.split_first().ok_or(truncated.clone())?;
+        let order = usize::from(order);
+        if !(1..=MAX_ORDER).contains(&order) {
+            return Err(invalid("nbr order (must be 1 to 4)"));
+        }
+        let weights = rest.get(..order).ok_or(truncated.clone())?.to_vec();
+        if weights.iter().any(|&w| w > MAX_WEIGHT) {
+            return Err(invalid("nbr weight (above 15)"));
+        }
+        let (&nctx, rest) = rest[order..].split_first().ok_or(truncated.clone())?;
+        let nctx = usize::from(nctx);
+        if !(1..=MAX_CONTEXTS).contains(&nctx) {
+            return Err(invalid("nbr context count (must be 1 to 32)"));
+        }
+        let raw = rest.get(..2 * (nctx - 1)).ok_or(truncated)?;
+        let thresholds: Vec<u16> = raw.chunks_exact(2).map(|c| u16::from_le_bytes([c[0], c[1]])).collect();
+        let mut prev = 0u16;
+        for &t in &thresholds {
+            if t <= prev {
+                return Err(invalid("nbr thresholds (must increase from 1)"));
+            }
+            prev = t;
+        }
+        let used = 3 + order + 2 * (nctx - 1);
+        Ok((
+            Model {
+                center,
+                weights,
+                thresholds,
+            },
+            used,
+        ))
+    }
+}
+
+/// Thresholds of `per_doubling` contexts per doubling of the sum (`ctx =
+/// floor(per_doubling * log2(s + 1))`, in integers), at most `max_ctx` contexts,
+/// none past `max_sum`.
+fn log_thresholds(max_sum: usize, max_ctx: usize, per_doubling: u32) -> Vec<u16> {
+    // ctx(s) = the largest c with 2^c <= (s + 1)^per_doubling, i.e. the bit length
+    // of (s + 1)^per_doubling minus one.
+    let ctx_of = |s: usize| {
+        let v = (s as u128 + 1).pow(per_doubling);
+        (127 - v.leading_zeros()) as usize
+    };
+    let mut out = Vec::new();
+    let mut last = 0;
+    for s in 1..=max_sum.min(usize::from(u16::MAX)) {
+        let c = ctx_of(s).min(max_ctx - 1);
+        if c != last {
+            out.push(s as u16);
+            last = c;
+        }
+    }
+    out
+}
+
+/// Approximate bits of coding the words of each context (rows of `2^width`
+/// counts) with its own table: order-0 entropy plus about 12 bits per present
+/// symbol and 16 per table.
+fn approx_bits(row: &[u64]) -> f64 {
+    let n: u64 = row.iter().sum();
+    if n == 0 {
+        return 0.0;
+    }
+    let nf = n as f64;
+    let mut bits = 16.0;
+    for &c in row.iter().filter(|&&c| c > 0) {
+        let cf = c as f64;
+        bits += cf * super::rans::ln(nf / cf) / core::f64::consts::LN_2 + 12.0;
+    }
+    bits
+}
+
+/// Merges adjacent contexts of `model` (dropping thresholds) while that lowers
+/// [`approx_bits`] summed over contexts: fine buckets where the data pays for
+/// them, coarse ones where tables would cost more than they save.
+fn merge_contexts(model: &mut Model, counts: &[u64], width: u8) {
+    let size = 1usize << width;
+    let mut rows: Vec<Vec<u64>> = counts.chunks_exact(size).map(<[u64]>::to_vec).collect();
+    let mut bits: Vec<f64> = rows.iter().map(|r| approx_bits(r)).collect();
+    let merged = |a: &[u64], b: &[u64]| -> Vec<u64> { a.iter().zip(b).map(|(x, y)| x + y).collect() };
+    while rows.len() > 1 {
+        let mut best: Option<(usize, f64, Vec<u64>)> = None;
+        for j in 0..rows.len() - 1 {
+            let m = merged(&rows[j], &rows[j + 1]);
+            let gain = bits[j] + bits[j + 1] - approx_bits(&m);
+            if gain > 0.0 && best.as_ref().is_none_or(|b| gain > b.1) {
+                best = Some((j, gain, m));
+            }
+        }
+        let Some((j, _, m)) = best else { break };
+        // Context j + 1 starts at thresholds[j]: dropping it merges j + 1 into j.
+        bits[j] = approx_bits(&m);
+        rows[j] = m;
+        rows.remove(j + 1);
+        bits.remove(j + 1);
+        model.thresholds.remove(j);
+    }
+}
+
+/// Counts per context (`2^width` entries each).
+fn context_counts(symbols: &[u8], contexts: &[u8], nctx: usize, width: u8) -> Vec<u64> {
+    let size = 1usize << width;
+    let mut counts = vec![0u64; nctx * size];
+    for (&v, &c) in symbols.iter().zip(contexts) {
+        counts[usize::from(c) * size + usize::from(v)] += 1;
+    }
+    counts
+}
+
+/// Drops the thresholds that open an empty context (merging it into a neighbour,
+/// which changes no word's table), so that every context is used.
+fn merge_empty(model: &mut Model, counts: &[u64], width: u8) {
+    let size = 1usize << width;
+    let used: Vec<bool> = counts.chunks_exact(size).map(|c| c.iter().any(|&x| x > 0)).collect();
+    let mut keep = Vec::new();
+    // Context j >= 1 starts at thresholds[j - 1]; context 0 at 0. An empty
+    // context j >= 1 loses its threshold (its sums go to the context below); an
+    // empty context 0 loses the threshold of context 1 (so 1 takes over from 0).
+    let mut zero_empty = !used[0];
+    for (j, &t) in model.thresholds.iter().enumerate() {
+        let ctx = j + 1;
+        if !used[ctx] {
+            continue;
+        }
+        if zero_empty {
+            zero_empty = false;
+            continue;
+        }
+        keep.push(t);
+    }
+    model.thresholds = keep;
+}
+
+/// The planned coding of a stream under a model.
+struct Plan {
+    model: Model,
+    contexts: Vec<u8>,
+    tables: Vec<Table>,
+    own: Vec<bool>,
+    fallback: Option<Table>,
+    estimate: f64,
+}
+
+fn plan(symbols: &[u8], width: u8, mut model: Model) -> Plan {
+    let contexts = model.contexts(symbols, width);
+    let counts = context_counts(symbols, &contexts, model.thresholds.len() + 1, width);
+    merge_empty(&mut model, &counts, width);
+    let contexts = model.contexts(symbols, width);
+    let counts = context_counts(symbols, &contexts, model.thresholds.len() + 1, width);
+    merge_contexts(&mut model, &counts, width);
+    let contexts = model.contexts(symbols, width);
+    let nctx = model.thresholds.len() + 1;
+    let size = 1usize << width;
+    let counts = context_counts(symbols, &contexts, nctx, width);
+    let ctx: Vec<Vec<(u32, u64)>> = counts
+        .chunks_exact(size)
+        .map(|row| {
+            row.iter()
+                .enumerate()
+                .filter(|(_, &c)| c > 0)
+                .map(|(v, &c)| (v as u32, c))
+                .collect()
+        })
+        .collect();
+    let t = plan_contexts(&ctx, size, 0);
+    let mut header = Vec::new();
+    model.write(&mut header);
+    let estimate = header.len() as f64
+        + t.table_bits.div_ceil(8) as f64
+        + (4 * LANES.min(symbols.len())) as f64
+        + t.data_bits / 8.0
+        + 2.0;
+    let own: Vec<bool> = t.own.iter().map(Option::is_some).collect();
+    let tables = t.own.into_iter().flatten().collect();
+    Plan {
+        model,
+        contexts,
+        tables,
+        own,
+        fallback: t.fallback,
+        estimate,
+    }
+}
+
+/// The most frequent word.
+fn mode(symbols: &[u8]) -> u8 {
+    let mut counts = [0u64; 256];
+    for &v in symbols {
+        counts[usize::from(v)] += 1;
+    }
+    (0..=255u8)
+        .max_by_key(|&v| (counts[usize::from(v)], core::cmp::Reverse(v)))
+        .unwrap_or(0)
+}
+
+/// The best of the encoder's models by estimate.
+fn best_plan(symbols: &[u8], width: u8) -> Plan {
+    let center = mode(symbols);
+    ENCODER_WEIGHTS
+        .iter()
+        .map(|w| {
+            let mut m = Model {
+                center,
+                weights: w.to_vec(),
+                thresholds: Vec::new(),
+            };
+            m.thresholds = log_thresholds(m.max_sum(width), MAX_CONTEXTS, ENCODER_PER_DOUBLING);
+            plan(symbols, width, m)
+        })
+        .min_by(|a, b| a.estimate.total_cmp(&b.estimate))
+        .expect("at least one model")
+}
+
+fn valid_width(width: u8) -> bool {
+    (2..=8).contains(&width)
+}
+
+/// Estimated payload bytes of [`encode`] (within a few bytes), or `None` where it
+/// does not apply (a width outside 2..=8, or a word that does not fit).
+pub fn estimate(symbols: &[u8], width: u8) -> Option<f64> {
+    if !valid_width(width) || symbols.iter().any(|&v| u32::from(v) >> width != 0) {
+        return None;
+    }
+    if symbols.is_empty() {
+        return Some(0.0);
+    }
+    Some(best_plan(symbols, width).estimate)
+}
+
+/// Encodes `symbols` (each below `2^width`, `width` 2..=8) with the model of the
+/// smallest estimate. `None` for a bad width or a word that does not fit.
+pub fn encode(symbols: &[u8], width: u8) -> Option<Vec<u8>> {
+    if !valid_width(width) || symbols.iter().any(|&v| u32::from(v) >> width != 0) {
+        return None;
+    }
+    if symbols.is_empty() {
+        return Some(Vec::new());
+    }
+    let p = best_plan(symbols, width);
+    let mut out = Vec::new();
+    p.model.write(&mut out);
+    let mut w = BitWriter::default();
+    for &o in &p.own {
+        w.put(u32::from(o), 1);
+    }
+    if let Some(fb) = &p.fallback {
+        fb.write(&mut w);
+    }
+    for t in &p.tables {
+        t.write(&mut w);
+    }
+    out.extend(w.finish());
+
+    // (start, freq, scale) by context and word.
+    let size = 1usize << width;
+    let mut enc = vec![(0u32, 0u32, 0u32); p.own.len() * size];
+    let mut own_tables = p.tables.iter();
+    for (c, &o) in p.own.iter().enumerate() {
+        let t = if o {
+            own_tables.next().expect("one table per own flag")
+        } else {
+            p.fallback.as_ref().expect("shared contexts have a fallback")
+        };
+        let mut start = 0;
+        for (&v, &f) in t.syms.iter().zip(&t.freqs) {
+            enc[c * size + v as usize] = (start, f, t.scale);
+            start += f;
+        }
+    }
+    let mut states = [RANS_L; LANES];
+    let mut words: Vec<u16> = Vec::with_capacity(symbols.len() / 2 + 16);
+    for (i, (&v, &c)) in symbols.iter().zip(&p.contexts).enumerate().rev() {
+        let x = &mut states[i % LANES];
+        let (start, f, scale) = enc[usize::from(c) * size + usize::from(v)];
+        if u64::from(*x) >= u64::from(f) << (32 - scale) {
+            words.push(*x as u16);
+            *x >>= 16;
+        }
+        *x = ((*x / f) << scale) + (*x % f) + start;
+    }
+    let lanes = LANES.min(symbols.len());
+    out.reserve(4 * lanes + 2 * words.len());
+    for x in &states[..lanes] {
+        out.extend_from_slice(&x.to_le_bytes());
+    }
+    for w in words.iter().rev() {
+        out.extend_from_slice(&w.to_le_bytes());
+    }
+    Some(out)
+}
+
+/// Decodes `out.len()` words of `width` bits (2..=8) from a payload made by
+/// [`encode`].
+pub fn decode(payload: &[u8], width: u8, out: &mut [u8]) -> Result<()> {
+    if !valid_width(width) {
+        return Err(FormatError::BadWidth { width });
+    }
+    if out.is_empty() {
+        if !payload.is_empty() {
+            return Err(FormatError::TrailingBytes {
+                what: WHAT,
+                count: payload.len() as u64,
+            });
+        }
+        return Ok(());
+    }
+    let (model, used) = Model::read(payload, width)?;
+    let nctx = model.thresholds.len() + 1;
+    let mut br = BitReader::new(&payload[used..]);
+    let mut own_flags = Vec::with_capacity(nctx);
+    for _ in 0..nctx {
+        own_flags.push(br.bits(1)? == 1);
+    }
+    let over = || FormatError::Invalid {
+        what: "nbr tables (more than 2^18 slots)",
+    };
+    let mut budget = 0u64;
+    let fallback = if own_flags.iter().any(|&o| !o) {
+        let t = Table::read(&mut br, width)?;
+        budget += t.slots();
+        Some(t)
+    } else {
+        None
+    };
+    // Slot entries: the fallback first, then own tables; (base, scale) by context.
+    let mut entries: Vec<u64> = Vec::new();
+    if let Some(fb) = &fallback {
+        fill_slots(fb, &mut entries)?;
+    }
+    let fb_info = (0u32, fallback.as_ref().map_or(0, |t| t.scale));
+    let mut info = Vec::with_capacity(nctx);
+    for &o in &own_flags {
+        if o {
+            let t = Table::read(&mut br, width)?;
+            budget += t.slots();
+            if budget > MAX_SLOTS {
+                return Err(over());
+            }
+            info.push((entries.len() as u32, t.scale));
+            fill_slots(&t, &mut entries)?;
+        } else {
+            info.push(fb_info);
+        }
+    }
+    if budget > MAX_SLOTS {
+        return Err(over());
+    }
+    let table_end = used + br.finish()?;
+    let (mut x, body) = read_states(&payload[table_end..], out.len(), &STREAM_ERRORS)?;
+
+    // Sums never exceed `max_sum` (distances come from words below 2^width), so
+    // the lookups below stay in bounds; entries are indexed within their table.
+    let lut = model.context_of_sum(width);
+    let dist = model.distances(width);
+    let mut w = [0u16; MAX_ORDER];
+    for (wj, &v) in w.iter_mut().zip(&model.weights) {
+        *wj = u16::from(v);
+    }
+    let mut d = [0u16; MAX_ORDER];
+    let mut pos = 0usize;
+    for (i, o) in out.iter_mut().enumerate() {
+        let s = w[0] * d[0] + w[1] * d[1] + w[2] * d[2] + w[3] * d[3];
+        let (base, scale) = info[usize::from(lut[usize::from(s)])];
+        let l = i % LANES;
+        let e = entries[base as usize + (x[l] & ((1u32 << scale) - 1)) as usize];
+        let (v, xs) = step(e, x[l], scale, body, &mut pos);
+        x[l] = xs;
+        *o = v as u8;
+        d = [dist[v as usize], d[0], d[1], d[2]];
+    }
+    check_end(&x, pos, body, &STREAM_ERRORS)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::vec::Vec;
+
+    struct Rng(u64);
+    impl Rng {
+        fn next(&mut self) -> u64 {
+            self.0 ^= self.0 << 13;
+            self.0 ^= self.0 >> 7;
+            self.0 ^= self.0 << 17;
+            self.0
+        }
+    }
+
+    /// Kernel-like bytes: runs of 9 words around 128 whose spread is drawn per
+    /// kernel (a third of the kernels dead: all 128).
+    fn kernels(n: usize, width: u8, seed: u64) -> Vec<u8> {
+        let mut rng = Rng(seed | 1);
+        let center = 1i64 << (width - 1);
+        let max = (1i64 << width) - 1;
+        let mut out = Vec::with_capacity(n);
+        while out.len() < n {
+            let spread = (rng.next() % 3) as i64 * (1 + (rng.next() % (center as u64).max(1)) as i64 / 4);
+            for _ in 0..9 {
+                let r = rng.next();
+                let dev = if spread == 0 {
+                    0
+                } else {
+                    (r % (2 * spread as u64 + 1)) as i64 - spread
+                };
+                out.push((center + dev).clamp(0, max) as u8);
+            }
+        }
+        out.truncate(n);
+        out
+    }
+
+    fn round_trip(v: &[u8], width: u8) -> Vec<u8> {
+        let p = encode(v, width).expect("applies");
+        let mut back = std::vec![0u8; v.len()];
+        decode(&p, width, &mut back).unwrap();
+        assert_eq!(back, v, "width {width} n {}", v.len());
+        p
+    }
+
+    #[test]
+    fn round_trips() {
+        for width in [2u8, 3, 4, 7, 8] {
+            for n in [1usize, 2, 3, 4, 5, 9, 100, 5000] {
+                round_trip(&kernels(n, width, n as u64 * 7 + u64::from(width)), width);
+                let mut rng = Rng(n as u64 + 3);
+                let u: Vec<u8> = (0..n).map(|_| (rng.next() as u8) >> (8 - width)).collect();
+                round_trip(&u, width);
+            }
+        }
+        assert!(round_trip(&[], 8).is_empty());
+        round_trip(&[200u8; 1000], 8);
+        round_trip(&[0, 255, 0, 255, 0, 255], 8);
+    }
+
+    #[test]
+    fn beats_order_zero_on_kernels_and_estimates_closely() {
+        let v = kernels(300_000, 8, 5);
+        let p = round_trip(&v, 8);
+        let o0 = super::super::rans::encode(&v, 8).unwrap().len();
+        assert!(p.len() * 100 < o0 * 90, "{} vs {o0}", p.len());
+        let est = estimate(&v, 8).unwrap();
+        assert!(
+            (est - p.len() as f64).abs() < 16.0 + p.len() as f64 * 1e-3,
+            "{est} vs {}",
+            p.len()
+        );
+    }
+
+    #[test]
+    fn thresholds_are_increasing_and_capped() {
+        let t = log_thresholds(4 * 255, 16, 2);
+        assert_eq!(t.len(), 14, "{t:?}");
+        assert!(t.windows(2).all(|w| w[0] < w[1]) && t[0] >= 1);
+        assert_eq!(&t[..5], &[1, 2, 3, 5, 7]);
+        assert!(log_thresholds(0, 16, 2).is_empty());
+        let fine = log_thresholds(4 * 255, MAX_CONTEXTS, 4);
+        assert!((20..MAX_CONTEXTS).contains(&fine.len()), "{fine:?}");
+    }
+
+    #[test]
+    fn bad_inputs_are_errors() {
+        assert!(encode(&[0u8], 1).is_none());
+        assert!(encode(&[0u8], 9).is_none());
+        assert!(encode(&[9u8], 3).is_none());
+        let v = kernels(3000, 8, 1);
+        let p = round_trip(&v, 8);
+        let mut out = std::vec![0u8; v.len()];
+        for cut in 0..p.len() {
+            assert!(decode(&p[..cut], 8, &mut out).is_err(), "cut {cut}");
+        }
+        let mut long = p.clone();
+        long.extend([0, 0]);
+        assert!(decode(&long, 8, &mut out).is_err());
+        assert!(decode(&p, 8, &mut out[..v.len() - 1]).is_err());
+        let invalid = |mut q: Vec<u8>, at: usize, b: u8| {
+            q[at] = b;
+            let mut out = std::vec![0u8; v.len()];
+            matches!(decode(&q, 8, &mut out), Err(FormatError::Invalid { .. }))
+        };
+        assert!(invalid(p.clone(), 1, 0), "order 0");
+        assert!(invalid(p.clone(), 1, 5), "order 5");
+        assert!(invalid(p.clone(), 2, 16), "weight 16");
+        assert!(matches!(decode(&p, 1, &mut out), Err(FormatError::BadWidth { .. })));
+        assert!(matches!(decode(&p, 9, &mut out), Err(FormatError::BadWidth { .. })));
+        assert!(matches!(
+            decode(&[1], 8, &mut []),
+            Err(FormatError::TrailingBytes { .. })
+        ));
+        // A centre that does not fit a 3-bit word.
+        let mut q = round_trip(&[1, 2, 3, 4, 5, 6, 7, 0, 1], 3);
+        q[0] = 8;
+        assert!(matches!(decode(&q, 3, &mut [0u8; 9]), Err(FormatError::Invalid { .. })));
+    }
+
+    #[test]
+    fn decreasing_thresholds_are_invalid() {
+        let mut p = std::vec![128u8, 1, 1, 3];
+        p.extend(5u16.to_le_bytes());
+        p.extend(5u16.to_le_bytes());
+        p.extend([0u8; 32]);
+        assert!(matches!(decode(&p, 8, &mut [0u8; 4]), Err(FormatError::Invalid { .. })));
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(2000))]
+        #[test]
+        fn arbitrary_bytes_never_panic(bytes in proptest::collection::vec(proptest::prelude::any::<u8>(), 0..300), n in 0usize..300, width in 2u8..=8) {
+            let mut out = std::vec![0u8; n];
+            if decode(&bytes, width, &mut out).is_ok() {
+                proptest::prop_assert!(out.iter().all(|&s| u32::from(s) >> width == 0));
+            }
+        }
+
+        #[test]
+        fn flipped_payloads_never_panic(seed in proptest::prelude::any::<u64>(), flips in proptest::collection::vec((proptest::prelude::any::<usize>(), 1u8..=255), 1..4), n in 1usize..400, width in 2u8..=8) {
+            let v = kernels(n, width, seed);
+            let mut p = encode(&v, width).unwrap();
+            for &(at, x) in &flips {
+                let i = at % p.len();
+                p[i] ^= x;
+            }
+            let mut out = std::vec![0u8; n];
+            if decode(&p, width, &mut out).is_ok() {
+                proptest::prop_assert!(out.iter().all(|&s| u32::from(s) >> width == 0));
+            }
+        }
+
+        #[test]
+        fn round_trip_any(v in proptest::collection::vec(proptest::prelude::any::<u8>(), 0..500), width in 2u8..=8) {
+            let v: Vec<u8> = v.iter().map(|&x| x >> (8 - width)).collect();
+            round_trip(&v, width);
+        }
+    }
+}
