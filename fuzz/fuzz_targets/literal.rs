@@ -2,7 +2,7 @@
 //! exactly `count` words of `width` bits; a raw payload that decodes is the
 //! canonical one, and re-encoding what decoded round-trips.
 //!
-//! Input: `[encoding % 6] [width % 64 + 1] [count: u24 LE, mod 2^16 + 1] payload…`
+//! Input: `[encoding % 7] [width % 64 + 1] [count: u24 LE, mod 2^16 + 1] payload…`
 #![no_main]
 
 use brevis_format::wire::{decode, encode, LitEncoding};

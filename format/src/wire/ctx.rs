@@ -118,7 +118,7 @@ impl Table {
         1u64 << self.scale
     }
 
-    fn bits(&self) -> usize {
+    pub(super) fn bits(&self) -> usize {
         let mut w = BitWriter::default();
         self.write(&mut w);
         w.bit_len()

@@ -15,24 +15,35 @@
 //! 1. `center: u8`, below `2^b`. The *distance* of a word `v` is `|v - center|`.
 //! 2. `order: u8` in `1..=4`, then `order` weights `w_1..w_order`, one `u8` each,
 //!    at most 15.
-//! 3. `nctx: u8` in `1..=32`, then `nctx - 1` thresholds `t_1 < … < t_{nctx-1}`,
-//!    little-endian `u16`s, the first at least 1.
-//! 4. **Tables**, one bit string read most significant bit first, zero-padded to a
+//! 3. `flags: u8`: bit 0 *signed* (the context also has the sign class below);
+//!    the other bits are 0.
+//! 4. `nbuckets: u8` in `1..=32`, then `nbuckets - 1` thresholds `t_1 < … <
+//!    t_{nbuckets-1}`, little-endian `u16`s, the first at least 1.
+//! 5. **Tables**, one bit string read most significant bit first, zero-padded to a
 //!    whole byte, as in `ctx` (module `ctx`: a *table* over `b`-bit symbols is the
 //!    `rans` table, a one-symbol table being just its symbol set): one bit per
-//!    context, in order, `1` = the context has its own table, `0` = it uses the
-//!    fallback table; if any bit was `0`, the fallback table; then the own tables
-//!    in order of context. The sum of `2^scale_bits` over the tables read MUST NOT
-//!    exceed `2^18`.
-//! 5. **States**: `min(4, count)` little-endian `u32`s, each in `[2^16, 2^32)`.
-//! 6. **Words**: little-endian `u16`s up to the end of the payload (even length).
+//!    context `0 .. nbuckets * classes` (`classes` = 3 if signed, else 1), in
+//!    order, `1` = the context has its own table, `0` = it uses the fallback
+//!    table; if any bit was `0`, the fallback table; then the own tables in order
+//!    of context. The sum of `2^scale_bits` over the tables read MUST NOT exceed
+//!    `2^18`.
+//! 6. **States**: `min(4, count)` little-endian `u32`s, each in `[2^16, 2^32)`.
+//! 7. **Words**: little-endian `u16`s up to the end of the payload (even length).
 //!
-//! Decoding word `i` (for `i` in `0..count`): let `d_j` be the distance of word
-//! `i - j` (0 when `i - j < 0`) and `s = w_1 d_1 + … + w_order d_order`; the
-//! context is the number of thresholds `t` with `t <= s`. One rANS step with that
-//! context's table and state `x_{i mod 4}` (exactly as in `ctx`) gives the word.
-//! After the last word every state must be exactly `2^16` and every word must have
-//! been read. The encoder runs from the last word to the first; emitted `u16`s are
+//! The words are cut into four *lanes* of `q = ceil(count / 4)` words (lane `l`
+//! holds words `l q .. min((l + 1) q, count)`; the last lanes may be short or
+//! empty), decoded in rounds: round `r` (for `r` in `0..q`) decodes word `r` of
+//! each lane `l = 0..4` in turn that has one, with state `x_l`. For word `i` at
+//! position `p` of its lane, let `v_j` be the word at position `p - j` of the same
+//! lane (`center` when `p - j < 0`), `d_j = |v_j - center|`, `s = w_1 d_1 + … +
+//! w_order d_order` and `bucket` the number of thresholds `t` with `t <= s`.
+//! Unsigned, the context is `bucket`; signed, it is `3 * bucket + class`, `class`
+//! being 0, 1 or 2 as the signed sum `w_1 (v_1 - center) + … + w_order (v_order -
+//! center)` is negative, zero or positive. One rANS step with that context's table
+//! and its lane's state (exactly as in `ctx`) gives the word. (Lanes make four
+//! independent chains: a word's context waits only on the word before it in its
+//! lane.) After the last word every state must be exactly `2^16` and every word must have
+//! been read. The encoder runs the steps in reverse order; emitted `u16`s are
 //! stored in reverse order of emission.
 
 use alloc::vec;
@@ -51,14 +62,15 @@ const RANS_L: u32 = 1 << 16;
 pub const MAX_ORDER: usize = 4;
 /// Largest weight of a previous word.
 pub const MAX_WEIGHT: u8 = 15;
-/// Most contexts.
-pub const MAX_CONTEXTS: usize = 32;
+/// Most distance buckets.
+pub const MAX_BUCKETS: usize = 32;
 /// Contexts per doubling of the distance sum the encoder starts from, before
 /// merging the ones that do not pay for their tables.
 const ENCODER_PER_DOUBLING: u32 = 4;
 /// Weight sets the encoder tries (nearest word first); chosen from an analysis of
-/// quantized conv weights, where `[2,1,1,1]` and `[1,1,1]` came out best.
-const ENCODER_WEIGHTS: [&[u8]; 3] = [&[2, 1, 1, 1], &[1, 1, 1], &[1]];
+/// quantized conv weights, where `[2,1,1,1]` came out best, the sign class
+/// saving a further 0.8% there.
+const ENCODER_MODELS: [(&[u8], bool); 3] = [(&[2, 1, 1, 1], true), (&[2, 1, 1, 1], false), (&[1], true)];
 
 const WHAT: &str = "nbr literal";
 const STREAM_ERRORS: StreamErrors = StreamErrors {
@@ -75,6 +87,7 @@ const STREAM_ERRORS: StreamErrors = StreamErrors {
 struct Model {
     center: u8,
     weights: Vec<u8>,
+    signed: bool,
     thresholds: Vec<u16>,
 }
 
@@ -85,47 +98,64 @@ impl Model {
         self.weights.iter().map(|&w| usize::from(w)).sum::<usize>() * max_dist
     }
 
-    /// Context of every sum `0..=max_sum`.
-    fn context_of_sum(&self, width: u8) -> Vec<u8> {
-        let mut ctx = 0u8;
+    fn buckets(&self) -> usize {
+        self.thresholds.len() + 1
+    }
+
+    fn classes(&self) -> usize {
+        if self.signed {
+            3
+        } else {
+            1
+        }
+    }
+
+    /// `bucket * classes` of every sum `0..=max_sum`.
+    fn bucket_base_of_sum(&self, width: u8) -> Vec<u8> {
+        let mut b = 0usize;
+        let classes = self.classes();
         (0..=self.max_sum(width))
             .map(|s| {
-                while usize::from(ctx) < self.thresholds.len() && usize::from(self.thresholds[usize::from(ctx)]) <= s {
-                    ctx += 1;
+                while b < self.thresholds.len() && usize::from(self.thresholds[b]) <= s {
+                    b += 1;
                 }
-                ctx
+                (b * classes) as u8
             })
             .collect()
     }
 
-    /// Distance of every word value below `2^width` from the centre.
-    fn distances(&self, width: u8) -> Vec<u16> {
-        (0..1u16 << width).map(|v| v.abs_diff(u16::from(self.center))).collect()
-    }
-
-    /// The context of each word of `symbols`.
-    fn contexts(&self, symbols: &[u8], width: u8) -> Vec<u8> {
-        let lut = self.context_of_sum(width);
-        let dist = self.distances(width);
-        let mut d = [0u16; MAX_ORDER];
-        let mut w = [0u16; MAX_ORDER];
+    /// Weights, zero-padded to [`MAX_ORDER`].
+    fn padded_weights(&self) -> [i32; MAX_ORDER] {
+        let mut w = [0i32; MAX_ORDER];
         for (wj, &x) in w.iter_mut().zip(&self.weights) {
-            *wj = u16::from(x);
+            *wj = i32::from(x);
         }
-        symbols
-            .iter()
-            .map(|&v| {
-                let s = w[0] * d[0] + w[1] * d[1] + w[2] * d[2] + w[3] * d[3];
-                d = [dist[usize::from(v)], d[0], d[1], d[2]];
-                lut[usize::from(s)]
-            })
-            .collect()
+        w
+    }
+
+    /// The context of each word of `symbols` (`width`-bit words), each lane's
+    /// words seeing only the earlier words of their lane.
+    fn contexts(&self, symbols: &[u8], width: u8) -> Vec<u8> {
+        let w = self.padded_weights();
+        let base = self.bucket_base_of_sum(width);
+        let c = i32::from(self.center);
+        let mut out = Vec::with_capacity(symbols.len());
+        for lane in symbols.chunks(lane_len(symbols.len())) {
+            let mut e = [0i32; MAX_ORDER];
+            out.extend(lane.iter().map(|&v| {
+                let ctx = context(&w, &e, &base, self.signed);
+                e = [i32::from(v) - c, e[0], e[1], e[2]];
+                ctx
+            }));
+        }
+        out
     }
 
     fn write(&self, out: &mut Vec<u8>) {
         out.push(self.center);
         out.push(self.weights.len() as u8);
         out.extend_from_slice(&self.weights);
+        out.push(u8::from(self.signed));
         out.push(self.thresholds.len() as u8 + 1);
         for t in &self.thresholds {
             out.extend_from_slice(&t.to_le_bytes());
@@ -149,12 +179,16 @@ impl Model {
         if weights.iter().any(|&w| w > MAX_WEIGHT) {
             return Err(invalid("nbr weight (above 15)"));
         }
-        let (&nctx, rest) = rest[order..].split_first().ok_or(truncated.clone())?;
-        let nctx = usize::from(nctx);
-        if !(1..=MAX_CONTEXTS).contains(&nctx) {
-            return Err(invalid("nbr context count (must be 1 to 32)"));
+        let (&flags, rest) = rest[order..].split_first().ok_or(truncated.clone())?;
+        if flags > 1 {
+            return Err(invalid("nbr flags (unknown bits set)"));
         }
-        let raw = rest.get(..2 * (nctx - 1)).ok_or(truncated)?;
+        let (&nbuckets, rest) = rest.split_first().ok_or(truncated.clone())?;
+        let nbuckets = usize::from(nbuckets);
+        if !(1..=MAX_BUCKETS).contains(&nbuckets) {
+            return Err(invalid("nbr bucket count (must be 1 to 32)"));
+        }
+        let raw = rest.get(..2 * (nbuckets - 1)).ok_or(truncated)?;
         let thresholds: Vec<u16> = raw.chunks_exact(2).map(|c| u16::from_le_bytes([c[0], c[1]])).collect();
         let mut prev = 0u16;
         for &t in &thresholds {
@@ -163,15 +197,36 @@ impl Model {
             }
             prev = t;
         }
-        let used = 3 + order + 2 * (nctx - 1);
+        let used = 4 + order + 2 * (nbuckets - 1);
         Ok((
             Model {
                 center,
                 weights,
+                signed: flags == 1,
                 thresholds,
             },
             used,
         ))
+    }
+}
+
+/// Words per lane: lane `l` holds words `l * q .. min((l + 1) * q, n)`.
+fn lane_len(n: usize) -> usize {
+    n.div_ceil(LANES).max(1)
+}
+
+/// The context of a word whose previous words deviate from the centre by `e`
+/// (nearest first), with weights `w` and `base` from [`Model::bucket_base_of_sum`].
+/// Sums stay within `base` because deviations come from words of the model's width.
+#[inline(always)]
+fn context(w: &[i32; MAX_ORDER], e: &[i32; MAX_ORDER], base: &[u8], signed: bool) -> u8 {
+    let s = w[0] * e[0].abs() + w[1] * e[1].abs() + w[2] * e[2].abs() + w[3] * e[3].abs();
+    let b = base[s as usize];
+    if signed {
+        let t = w[0] * e[0] + w[1] * e[1] + w[2] * e[2] + w[3] * e[3];
+        b + (t.signum() + 1) as u8
+    } else {
+        b
     }
 }
 
@@ -214,26 +269,29 @@ fn approx_bits(row: &[u64]) -> f64 {
     bits
 }
 
-/// Merges adjacent contexts of `model` (dropping thresholds) while that lowers
+/// Merges adjacent buckets of `model` (dropping thresholds) while that lowers
 /// [`approx_bits`] summed over contexts: fine buckets where the data pays for
-/// them, coarse ones where tables would cost more than they save.
-fn merge_contexts(model: &mut Model, counts: &[u64], width: u8) {
+/// them, coarse ones where tables would cost more than they save. `counts` has
+/// `classes` rows of `2^width` per bucket.
+fn merge_buckets(model: &mut Model, counts: &[u64], width: u8) {
+    let row = (1usize << width) * model.classes();
     let size = 1usize << width;
-    let mut rows: Vec<Vec<u64>> = counts.chunks_exact(size).map(<[u64]>::to_vec).collect();
-    let mut bits: Vec<f64> = rows.iter().map(|r| approx_bits(r)).collect();
+    let cost = |b: &[u64]| -> f64 { b.chunks_exact(size).map(approx_bits).sum() };
+    let mut rows: Vec<Vec<u64>> = counts.chunks_exact(row).map(<[u64]>::to_vec).collect();
+    let mut bits: Vec<f64> = rows.iter().map(|r| cost(r)).collect();
     let merged = |a: &[u64], b: &[u64]| -> Vec<u64> { a.iter().zip(b).map(|(x, y)| x + y).collect() };
     while rows.len() > 1 {
         let mut best: Option<(usize, f64, Vec<u64>)> = None;
         for j in 0..rows.len() - 1 {
             let m = merged(&rows[j], &rows[j + 1]);
-            let gain = bits[j] + bits[j + 1] - approx_bits(&m);
+            let gain = bits[j] + bits[j + 1] - cost(&m);
             if gain > 0.0 && best.as_ref().is_none_or(|b| gain > b.1) {
                 best = Some((j, gain, m));
             }
         }
         let Some((j, _, m)) = best else { break };
-        // Context j + 1 starts at thresholds[j]: dropping it merges j + 1 into j.
-        bits[j] = approx_bits(&m);
+        // Bucket j + 1 starts at thresholds[j]: dropping it merges j + 1 into j.
+        bits[j] = cost(&m);
         rows[j] = m;
         rows.remove(j + 1);
         bits.remove(j + 1);
@@ -251,19 +309,18 @@ fn context_counts(symbols: &[u8], contexts: &[u8], nctx: usize, width: u8) -> Ve
     counts
 }
 
-/// Drops the thresholds that open an empty context (merging it into a neighbour,
-/// which changes no word's table), so that every context is used.
+/// Drops the thresholds that open an empty bucket (merging it into a neighbour,
+/// which changes no word's table). `counts` has `classes` rows per bucket.
 fn merge_empty(model: &mut Model, counts: &[u64], width: u8) {
-    let size = 1usize << width;
-    let used: Vec<bool> = counts.chunks_exact(size).map(|c| c.iter().any(|&x| x > 0)).collect();
+    let row = (1usize << width) * model.classes();
+    let used: Vec<bool> = counts.chunks_exact(row).map(|c| c.iter().any(|&x| x > 0)).collect();
     let mut keep = Vec::new();
-    // Context j >= 1 starts at thresholds[j - 1]; context 0 at 0. An empty
-    // context j >= 1 loses its threshold (its sums go to the context below); an
-    // empty context 0 loses the threshold of context 1 (so 1 takes over from 0).
+    // Bucket j >= 1 starts at thresholds[j - 1]; bucket 0 at 0. An empty bucket
+    // j >= 1 loses its threshold (its sums go to the bucket below); an empty
+    // bucket 0 loses the threshold of the next used one (which takes over from 0).
     let mut zero_empty = !used[0];
     for (j, &t) in model.thresholds.iter().enumerate() {
-        let ctx = j + 1;
-        if !used[ctx] {
+        if !used[j + 1] {
             continue;
         }
         if zero_empty {
@@ -279,24 +336,25 @@ fn merge_empty(model: &mut Model, counts: &[u64], width: u8) {
 struct Plan {
     model: Model,
     contexts: Vec<u8>,
-    tables: Vec<Table>,
-    own: Vec<bool>,
+    /// The table of each context: its own, or `None` for the fallback.
+    own: Vec<Option<Table>>,
     fallback: Option<Table>,
     estimate: f64,
 }
 
 fn plan(symbols: &[u8], width: u8, mut model: Model) -> Plan {
-    let contexts = model.contexts(symbols, width);
-    let counts = context_counts(symbols, &contexts, model.thresholds.len() + 1, width);
+    let count = |m: &Model| {
+        let contexts = m.contexts(symbols, width);
+        let counts = context_counts(symbols, &contexts, m.buckets() * m.classes(), width);
+        (contexts, counts)
+    };
+    let (_, counts) = count(&model);
     merge_empty(&mut model, &counts, width);
-    let contexts = model.contexts(symbols, width);
-    let counts = context_counts(symbols, &contexts, model.thresholds.len() + 1, width);
-    merge_contexts(&mut model, &counts, width);
-    let contexts = model.contexts(symbols, width);
-    let nctx = model.thresholds.len() + 1;
+    let (_, counts) = count(&model);
+    merge_buckets(&mut model, &counts, width);
+    let (contexts, counts) = count(&model);
     let size = 1usize << width;
-    let counts = context_counts(symbols, &contexts, nctx, width);
-    let ctx: Vec<Vec<(u32, u64)>> = counts
+    let rows: Vec<Vec<(u32, u64)>> = counts
         .chunks_exact(size)
         .map(|row| {
             row.iter()
@@ -306,20 +364,41 @@ fn plan(symbols: &[u8], width: u8, mut model: Model) -> Plan {
                 .collect()
         })
         .collect();
-    let t = plan_contexts(&ctx, size, 0);
+    // A signed bucket can lack a class (after all-centre neighbours the signed sum
+    // is 0): such contexts take the fallback, or a one-symbol table when there is
+    // none (no word ever uses it).
+    let used: Vec<Vec<(u32, u64)>> = rows.iter().filter(|r| !r.is_empty()).cloned().collect();
+    let t = plan_contexts(&used, size, 0);
+    let mut planned = t.own.into_iter();
+    let mut table_bits = t.table_bits + rows.len() - used.len();
+    let own: Vec<Option<Table>> = rows
+        .iter()
+        .map(|r| {
+            if !r.is_empty() {
+                return planned.next().expect("one plan per used context");
+            }
+            if t.fallback.is_some() {
+                return None;
+            }
+            let one = Table {
+                syms: vec![u32::from(model.center)],
+                freqs: vec![1],
+                scale: 0,
+            };
+            table_bits += one.bits();
+            Some(one)
+        })
+        .collect();
     let mut header = Vec::new();
     model.write(&mut header);
     let estimate = header.len() as f64
-        + t.table_bits.div_ceil(8) as f64
+        + table_bits.div_ceil(8) as f64
         + (4 * LANES.min(symbols.len())) as f64
         + t.data_bits / 8.0
         + 2.0;
-    let own: Vec<bool> = t.own.iter().map(Option::is_some).collect();
-    let tables = t.own.into_iter().flatten().collect();
     Plan {
         model,
         contexts,
-        tables,
         own,
         fallback: t.fallback,
         estimate,
@@ -340,15 +419,16 @@ fn mode(symbols: &[u8]) -> u8 {
 /// The best of the encoder's models by estimate.
 fn best_plan(symbols: &[u8], width: u8) -> Plan {
     let center = mode(symbols);
-    ENCODER_WEIGHTS
+    ENCODER_MODELS
         .iter()
-        .map(|w| {
+        .map(|&(w, signed)| {
             let mut m = Model {
                 center,
                 weights: w.to_vec(),
+                signed,
                 thresholds: Vec::new(),
             };
-            m.thresholds = log_thresholds(m.max_sum(width), MAX_CONTEXTS, ENCODER_PER_DOUBLING);
+            m.thresholds = log_thresholds(m.max_sum(width), MAX_BUCKETS, ENCODER_PER_DOUBLING);
             plan(symbols, width, m)
         })
         .min_by(|a, b| a.estimate.total_cmp(&b.estimate))
@@ -380,17 +460,21 @@ pub fn encode(symbols: &[u8], width: u8) -> Option<Vec<u8>> {
     if symbols.is_empty() {
         return Some(Vec::new());
     }
-    let p = best_plan(symbols, width);
+    Some(encode_plan(symbols, width, &best_plan(symbols, width)))
+}
+
+/// The payload of non-empty `symbols` coded as planned.
+fn encode_plan(symbols: &[u8], width: u8, p: &Plan) -> Vec<u8> {
     let mut out = Vec::new();
     p.model.write(&mut out);
     let mut w = BitWriter::default();
-    for &o in &p.own {
-        w.put(u32::from(o), 1);
+    for o in &p.own {
+        w.put(u32::from(o.is_some()), 1);
     }
     if let Some(fb) = &p.fallback {
         fb.write(&mut w);
     }
-    for t in &p.tables {
+    for t in p.own.iter().flatten() {
         t.write(&mut w);
     }
     out.extend(w.finish());
@@ -398,12 +482,9 @@ pub fn encode(symbols: &[u8], width: u8) -> Option<Vec<u8>> {
     // (start, freq, scale) by context and word.
     let size = 1usize << width;
     let mut enc = vec![(0u32, 0u32, 0u32); p.own.len() * size];
-    let mut own_tables = p.tables.iter();
-    for (c, &o) in p.own.iter().enumerate() {
-        let t = if o {
-            own_tables.next().expect("one table per own flag")
-        } else {
-            p.fallback.as_ref().expect("shared contexts have a fallback")
+    for (c, o) in p.own.iter().enumerate() {
+        let Some(t) = o.as_ref().or(p.fallback.as_ref()) else {
+            unreachable!("contexts without a table take the fallback")
         };
         let mut start = 0;
         for (&v, &f) in t.syms.iter().zip(&t.freqs) {
@@ -413,14 +494,21 @@ pub fn encode(symbols: &[u8], width: u8) -> Option<Vec<u8>> {
     }
     let mut states = [RANS_L; LANES];
     let mut words: Vec<u16> = Vec::with_capacity(symbols.len() / 2 + 16);
-    for (i, (&v, &c)) in symbols.iter().zip(&p.contexts).enumerate().rev() {
-        let x = &mut states[i % LANES];
-        let (start, f, scale) = enc[usize::from(c) * size + usize::from(v)];
-        if u64::from(*x) >= u64::from(f) << (32 - scale) {
-            words.push(*x as u16);
-            *x >>= 16;
+    // The decoder's step order (round r: word r of each lane in turn), reversed.
+    let q = lane_len(symbols.len());
+    for r in (0..q).rev() {
+        for (l, x) in states.iter_mut().enumerate().rev() {
+            let i = l * q + r;
+            if i >= symbols.len() {
+                continue;
+            }
+            let (start, f, scale) = enc[usize::from(p.contexts[i]) * size + usize::from(symbols[i])];
+            if u64::from(*x) >= u64::from(f) << (32 - scale) {
+                words.push(*x as u16);
+                *x >>= 16;
+            }
+            *x = ((*x / f) << scale) + (*x % f) + start;
         }
-        *x = ((*x / f) << scale) + (*x % f) + start;
     }
     let lanes = LANES.min(symbols.len());
     out.reserve(4 * lanes + 2 * words.len());
@@ -430,7 +518,7 @@ pub fn encode(symbols: &[u8], width: u8) -> Option<Vec<u8>> {
     for w in words.iter().rev() {
         out.extend_from_slice(&w.to_le_bytes());
     }
-    Some(out)
+    out
 }
 
 /// Decodes `out.len()` words of `width` bits (2..=8) from a payload made by
@@ -449,7 +537,7 @@ pub fn decode(payload: &[u8], width: u8, out: &mut [u8]) -> Result<()> {
         return Ok(());
     }
     let (model, used) = Model::read(payload, width)?;
-    let nctx = model.thresholds.len() + 1;
+    let nctx = model.buckets() * model.classes();
     let mut br = BitReader::new(&payload[used..]);
     let mut own_flags = Vec::with_capacity(nctx);
     for _ in 0..nctx {
@@ -492,25 +580,34 @@ pub fn decode(payload: &[u8], width: u8, out: &mut [u8]) -> Result<()> {
     let table_end = used + br.finish()?;
     let (mut x, body) = read_states(&payload[table_end..], out.len(), &STREAM_ERRORS)?;
 
-    // Sums never exceed `max_sum` (distances come from words below 2^width), so
-    // the lookups below stay in bounds; entries are indexed within their table.
-    let lut = model.context_of_sum(width);
-    let dist = model.distances(width);
-    let mut w = [0u16; MAX_ORDER];
-    for (wj, &v) in w.iter_mut().zip(&model.weights) {
-        *wj = u16::from(v);
-    }
-    let mut d = [0u16; MAX_ORDER];
+    // Deviations come from decoded words, which fit the width, so the sums stay
+    // within `base` (see `context`); entries are indexed within their table.
+    let base = model.bucket_base_of_sum(width);
+    let w = model.padded_weights();
+    let c = i32::from(model.center);
+    let n = out.len();
+    let q = lane_len(n);
+    let mut e = [[0i32; MAX_ORDER]; LANES];
     let mut pos = 0usize;
-    for (i, o) in out.iter_mut().enumerate() {
-        let s = w[0] * d[0] + w[1] * d[1] + w[2] * d[2] + w[3] * d[3];
-        let (base, scale) = info[usize::from(lut[usize::from(s)])];
-        let l = i % LANES;
-        let e = entries[base as usize + (x[l] & ((1u32 << scale) - 1)) as usize];
-        let (v, xs) = step(e, x[l], scale, body, &mut pos);
+    // One word of lane `l`, at index `i`.
+    let mut word = |l: usize, i: usize, out: &mut [u8], x: &mut [u32; LANES]| {
+        let (start, scale) = info[usize::from(context(&w, &e[l], &base, model.signed))];
+        let entry = entries[start as usize + (x[l] & ((1u32 << scale) - 1)) as usize];
+        let (v, xs) = step(entry, x[l], scale, body, &mut pos);
         x[l] = xs;
-        *o = v as u8;
-        d = [dist[v as usize], d[0], d[1], d[2]];
+        out[i] = v as u8;
+        let el = &mut e[l];
+        *el = [v as i32 - c, el[0], el[1], el[2]];
+    };
+    // Round r decodes word r of each lane: four independent chains of dependent
+    // steps, interleaved.
+    for r in 0..q {
+        for l in 0..LANES {
+            let i = l * q + r;
+            if i < n {
+                word(l, i, out, &mut x);
+            }
+        }
     }
     check_end(&x, pos, body, &STREAM_ERRORS)
 }
@@ -577,6 +674,31 @@ mod tests {
     }
 
     #[test]
+    fn every_encoder_model_round_trips() {
+        for (width, v) in [
+            (8u8, kernels(20_000, 8, 3)),
+            (4, kernels(5000, 4, 4)),
+            (8, std::vec![9u8; 300]),
+            (8, (0..=255u8).cycle().take(3000).collect()),
+        ] {
+            for &(weights, signed) in &ENCODER_MODELS {
+                let mut m = Model {
+                    center: mode(&v),
+                    weights: weights.to_vec(),
+                    signed,
+                    thresholds: Vec::new(),
+                };
+                m.thresholds = log_thresholds(m.max_sum(width), MAX_BUCKETS, ENCODER_PER_DOUBLING);
+                let p = plan(&v, width, m);
+                let payload = encode_plan(&v, width, &p);
+                let mut back = std::vec![0u8; v.len()];
+                decode(&payload, width, &mut back).unwrap();
+                assert_eq!(back, v, "{weights:?} signed {signed}");
+            }
+        }
+    }
+
+    #[test]
     fn beats_order_zero_on_kernels_and_estimates_closely() {
         let v = kernels(300_000, 8, 5);
         let p = round_trip(&v, 8);
@@ -597,8 +719,8 @@ mod tests {
         assert!(t.windows(2).all(|w| w[0] < w[1]) && t[0] >= 1);
         assert_eq!(&t[..5], &[1, 2, 3, 5, 7]);
         assert!(log_thresholds(0, 16, 2).is_empty());
-        let fine = log_thresholds(4 * 255, MAX_CONTEXTS, 4);
-        assert!((20..MAX_CONTEXTS).contains(&fine.len()), "{fine:?}");
+        let fine = log_thresholds(4 * 255, MAX_BUCKETS, 4);
+        assert!((20..MAX_BUCKETS).contains(&fine.len()), "{fine:?}");
     }
 
     #[test]
@@ -624,6 +746,10 @@ mod tests {
         assert!(invalid(p.clone(), 1, 0), "order 0");
         assert!(invalid(p.clone(), 1, 5), "order 5");
         assert!(invalid(p.clone(), 2, 16), "weight 16");
+        let order = usize::from(p[1]);
+        assert!(invalid(p.clone(), 2 + order, 2), "flags");
+        assert!(invalid(p.clone(), 3 + order, 0), "no bucket");
+        assert!(invalid(p.clone(), 3 + order, 33), "33 buckets");
         assert!(matches!(decode(&p, 1, &mut out), Err(FormatError::BadWidth { .. })));
         assert!(matches!(decode(&p, 9, &mut out), Err(FormatError::BadWidth { .. })));
         assert!(matches!(
@@ -638,7 +764,7 @@ mod tests {
 
     #[test]
     fn decreasing_thresholds_are_invalid() {
-        let mut p = std::vec![128u8, 1, 1, 3];
+        let mut p = std::vec![128u8, 1, 1, 0, 3];
         p.extend(5u16.to_le_bytes());
         p.extend(5u16.to_le_bytes());
         p.extend([0u8; 32]);
