@@ -568,23 +568,50 @@ def run_file(entry: Entry, tools: list[Tool]) -> dict:
     return record
 
 
+#: Container labels for the per-container table, from the manifest's container_format.
+CONTAINER_LABEL = {"safetensors": "safetensors", "onnx": "ONNX", "pt (zip)": "PyTorch zip",
+                   "pt (legacy pickle)": "PyTorch legacy pickle", "pt (torchscript zip)": "TorchScript zip",
+                   "gguf": "GGUF", "other: CTranslate2 model.bin": "CTranslate2 (plain bytes)"}
+
+
+def container_label(container: str) -> str:
+    """Short container name for a manifest container_format."""
+    return CONTAINER_LABEL.get(container, container)
+
+
+def _class_rank(name: str) -> tuple:
+    base = name.replace(" (derived)", "")
+    order = CLASS_ORDER.index(base) if base in CLASS_ORDER else len(CLASS_ORDER)
+    return (name.endswith("(derived)"), order, name)
+
+
 def pooled(files: list[dict], tools: list[Tool]) -> list[dict]:
     """Per dtype class (plus 'All native' and 'All files'): summed original and
     compressed bytes per tool.  A tool missing on any file of a group gets None."""
     groups: dict[str, list[dict]] = {}
     for f in files:
         groups.setdefault(f["dtype_class"], []).append(f)
-
-    def rank(name: str) -> tuple:
-        base = name.replace(" (derived)", "")
-        order = CLASS_ORDER.index(base) if base in CLASS_ORDER else len(CLASS_ORDER)
-        return (name.endswith("(derived)"), order, name)
-
-    rows = [(name, groups[name]) for name in sorted(groups, key=rank)]
+    rows = [(name, groups[name]) for name in sorted(groups, key=_class_rank)]
     native = [f for f in files if not f["derived"]]
     if native and len(native) != len(files):
         rows.append(("All native", native))
     rows.append(("All files", files))
+    return _pool_rows(rows, tools)
+
+
+def pooled_by_container(files: list[dict], tools: list[Tool]) -> list[dict]:
+    """Per (container, dtype class): summed original and compressed bytes per tool."""
+    groups: dict[tuple[str, str], list[dict]] = {}
+    for f in files:
+        groups.setdefault((container_label(f["container"]), f["dtype_class"]), []).append(f)
+    keys = sorted(groups, key=lambda k: (k[0], _class_rank(k[1])))
+    rows = _pool_rows([(f"{c} · {d}", groups[(c, d)]) for c, d in keys], tools)
+    for row, (c, d) in zip(rows, keys):
+        row["container"], row["dtype_class"] = c, d
+    return rows
+
+
+def _pool_rows(rows: list[tuple[str, list[dict]]], tools: list[Tool]) -> list[dict]:
     out = []
     for name, members in rows:
         row = {"class": name, "files": len(members),
@@ -596,6 +623,131 @@ def pooled(files: list[dict], tools: list[Tool]) -> list[dict]:
             row["compressed_bytes"][t.key] = sum(s["compressed_bytes"] for s in sizes) if good else None
         out.append(row)
     return out
+
+
+# --------------------------------------------------------------------------
+# Dedup and fine-tune deltas
+# --------------------------------------------------------------------------
+
+#: The corpus files the extras use (skipped when absent).
+DEDUP_FILE = "silero-vad-v6/silero_vad.onnx"
+DELTA_BASE = "all-minilm-l6-v2/model.safetensors"
+#: The synthetic fine-tune (bench/finetune.py): 10% of the F32 weights, each times
+#: (1 + e), e uniform in [-1e-3, 1e-3], seed 0.
+DELTA_ARGS = ["--frac", "0.1", "--scale", "1e-3", "--seed", "0"]
+
+
+def _brevis_size(brevis_bin: Path, inputs: list[Path], out: Path, extra: list[str]) -> tuple[int, float]:
+    """Compress ``inputs`` into ``out`` (single threaded); its size and the wall time."""
+    secs = timed_run([str(brevis_bin), "compress", *map(str, inputs), "-o", str(out), "--threads", "1", *extra])
+    return out.stat().st_size, secs
+
+
+def _restores(brevis_bin: Path, archive: Path, dest: Path, extra: list[str], want: dict[str, str]) -> bool:
+    """Decompress ``archive`` into ``dest`` and compare every wanted file's SHA-256."""
+    timed_run([str(brevis_bin), "decompress", str(archive), "-o", str(dest), *extra])
+    return all((dest / name).is_file() and sha256_file(dest / name) == sha for name, sha in want.items())
+
+
+def _stream_size(argv: list[str], path: Path, out: Path) -> int:
+    timed_run(argv + [str(path)], stdout_path=out)
+    return out.stat().st_size
+
+
+def run_extras(brevis_bin: Path, corpus: Path) -> dict:
+    """Dedup (one model file stored twice in a folder) and a fine-tune stored as a
+    delta over its base (``--base``), each round-tripped by hash."""
+    work = WORK_DIR / "extras"
+    shutil.rmtree(work, ignore_errors=True)
+    work.mkdir(parents=True)
+    out: dict = {}
+    try:
+        src = corpus / DEDUP_FILE
+        if src.is_file():
+            folder = work / "twice"
+            folder.mkdir()
+            shutil.copyfile(src, folder / "model.onnx")
+            shutil.copyfile(src, folder / "model_copy.onnx")
+            sha = sha256_file(src)
+            once, _ = _brevis_size(brevis_bin, [src], work / "once.brv", [])
+            twice, _ = _brevis_size(brevis_bin, [folder], work / "twice.brv", [])
+            nodedup, _ = _brevis_size(brevis_bin, [folder], work / "nodedup.brv", ["--no-dedup"])
+            tar = work / "twice.tar"
+            subprocess.run(["tar", "-cf", str(tar), "-C", str(folder), "."], check=True)
+            out["dedup"] = {
+                "file": DEDUP_FILE, "original_bytes": src.stat().st_size, "once": once, "twice": twice,
+                "twice_no_dedup": nodedup,
+                "zstd19_tar": _stream_size(["zstd", "-19", "-T1", "-c"], tar, work / "tar.zst"),
+                "xz9_tar": _stream_size(["xz", "-9", "-T1", "-c"], tar, work / "tar.xz"),
+                "roundtrip": _restores(brevis_bin, work / "twice.brv", work / "twice-out", [],
+                                       {"model.onnx": sha, "model_copy.onnx": sha}),
+            }
+        base = corpus / DELTA_BASE
+        if base.is_file():
+            tuned = work / "finetuned.safetensors"
+            subprocess.run([sys.executable, str(BENCH_DIR / "finetune.py"), str(base), str(tuned), *DELTA_ARGS],
+                           check=True, stdout=subprocess.DEVNULL)
+            sha = sha256_file(tuned)
+            alone, alone_s = _brevis_size(brevis_bin, [tuned], work / "alone.brv", [])
+            delta, delta_s = _brevis_size(brevis_bin, [tuned], work / "delta.brv", ["--base", str(base)])
+            out["delta"] = {
+                "base": DELTA_BASE, "construction": "bench/finetune.py " + " ".join(DELTA_ARGS),
+                "original_bytes": tuned.stat().st_size, "standalone": alone, "delta": delta,
+                "standalone_s": alone_s, "delta_s": delta_s,
+                "zstd19": _stream_size(["zstd", "-19", "-T1", "-c"], tuned, work / "tuned.zst"),
+                "roundtrip": _restores(brevis_bin, work / "delta.brv", work / "delta-out",
+                                       ["--base", str(base)], {tuned.name: sha}),
+            }
+    except (OSError, subprocess.SubprocessError, ToolError) as exc:
+        out["error"] = str(exc)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    return out
+
+
+def render_extras(extras: dict) -> list[str]:
+    """The "Dedup and fine-tune deltas" section."""
+    lines = ["", "## Dedup and fine-tune deltas", ""]
+    if "error" in extras:
+        lines.append(f"Not measured: {extras['error']}")
+    d = extras.get("dedup")
+    if d:
+        lines += [
+            f"**Dedup.** A folder holding `{d['file']}` twice (`model.onnx`, `model_copy.onnx`), "
+            "compressed as one archive with `brevis compress DIR --threads 1`: identical tensors are "
+            "stored once and the second file's segments refer to the first's.",
+            "",
+            "| stored | bytes | vs the file alone |",
+            "| --- | ---: | ---: |",
+            f"| the file alone (`brevis`) | {d['once']:,} | 1.000 |",
+            f"| folder, twice (`brevis`, dedup) | {d['twice']:,} | {d['twice'] / d['once']:.3f} |",
+            f"| folder, twice (`brevis --no-dedup`) | {d['twice_no_dedup']:,} | {d['twice_no_dedup'] / d['once']:.3f} |",
+            f"| tar of the folder, `zstd -19` | {d['zstd19_tar']:,} | {d['zstd19_tar'] / d['once']:.3f} |",
+            f"| tar of the folder, `xz -9` | {d['xz9_tar']:,} | {d['xz9_tar'] / d['once']:.3f} |",
+            "",
+            f"Round trip of the dedup archive (both files by SHA-256): {'PASS' if d['roundtrip'] else 'FAIL'}.",
+            "",
+        ]
+    t = extras.get("delta")
+    if t:
+        lines += [
+            f"**Fine-tune delta.** A synthetic fine-tune of `{t['base']}` made by `{t['construction']}` "
+            "(10% of the F32 weights each multiplied by 1 + e, e uniform in ±0.001; a stand-in, not a real "
+            "fine-tune), stored alone and as a program over its base (`brevis compress FT --base BASE`, "
+            "decompressed with `--base BASE`).",
+            "",
+            "| stored | bytes | ratio | vs stand-alone | compress s |",
+            "| --- | ---: | ---: | ---: | ---: |",
+            f"| stand-alone (`brevis`) | {t['standalone']:,} | {t['original_bytes'] / t['standalone']:.3f} | 1.000 "
+            f"| {t['standalone_s']:.1f} |",
+            f"| delta over the base (`brevis --base`) | {t['delta']:,} | {t['original_bytes'] / t['delta']:.3f} "
+            f"| {t['delta'] / t['standalone']:.3f} | {t['delta_s']:.1f} |",
+            f"| `zstd -19` | {t['zstd19']:,} | {t['original_bytes'] / t['zstd19']:.3f} "
+            f"| {t['zstd19'] / t['standalone']:.3f} | |",
+            "",
+            f"Round trip with the base (SHA-256): {'PASS' if t['roundtrip'] else 'FAIL'}.",
+        ]
+    return lines
 
 
 # --------------------------------------------------------------------------
@@ -714,6 +866,27 @@ def render_markdown(results: dict, tools: list[Tool]) -> str:
         lines.append(f"| {label} | {row['files']} | {row['original_bytes'] / MB:.1f} | "
                      + " | ".join(cells) + " |")
 
+    if results.get("pooled_by_container"):
+        peers = [t for t in tools if t.key != "brevis"]
+        lines += ["", "## Per container and dtype", "",
+                  "The same files grouped by container and dtype class (ratios pooled as above; the "
+                  "last columns say how much smaller brevis is than each peer, negative where larger).",
+                  "",
+                  "| container | dtype class | files | orig MB | " + " | ".join(t.label for t in tools)
+                  + "".join(f" | vs {t.label}" for t in peers if "brevis" in keys) + " |",
+                  "| --- | --- | ---: | ---: | " + " | ".join("---:" for _ in tools)
+                  + "".join(" | ---:" for _ in peers if "brevis" in keys) + " |"]
+        for row in results["pooled_by_container"]:
+            cb = row["compressed_bytes"]
+            cells = [_ratio(row["original_bytes"], cb.get(t.key)) for t in tools]
+            if "brevis" in keys:
+                cells += [_smaller(cb.get("brevis"), cb.get(t.key)) for t in peers]
+            lines.append(f"| {row['container']} | {row['dtype_class']} | {row['files']} "
+                         f"| {row['original_bytes'] / MB:.1f} | " + " | ".join(cells) + " |")
+
+    if results.get("extras"):
+        lines += render_extras(results["extras"])
+
     if "zipnn" in keys:
         lines += ["", "## ZipNN mode per file", "",
                   "ZipNN 0.5.4 has no mode for whole model containers, so every file is tried in each "
@@ -789,6 +962,8 @@ def main(argv: list[str]) -> int:
                     help=f"only small files (< {QUICK_MAX_BYTES // MB} MB, plus {', '.join(QUICK_ALWAYS)}*)")
     ap.add_argument("--tools", help="comma-separated tool keys to run (default: all: "
                                     "brevis,zstd19,xz9,zipnn)")
+    ap.add_argument("--no-extras", action="store_true",
+                    help="skip the dedup and fine-tune delta measurements")
     ap.add_argument("filters", nargs="*", help="keep files whose manifest path contains any of these")
     args = ap.parse_args(argv)
 
@@ -816,6 +991,10 @@ def main(argv: list[str]) -> int:
         results["elapsed_s"] = time.perf_counter() - t0
         RESULTS_JSON.write_text(json.dumps(results, indent=1) + "\n", encoding="utf-8")  # partial
     results["pooled"] = pooled(results["files"], tools)
+    results["pooled_by_container"] = pooled_by_container(results["files"], tools)
+    if not args.no_extras and any(t.key == "brevis" for t in tools):
+        print("[extras] dedup and fine-tune delta", file=sys.stderr, flush=True)
+        results["extras"] = run_extras(brevis_bin, corpus)
     results["elapsed_s"] = time.perf_counter() - t0
     write_outputs(results, tools)
     shutil.rmtree(WORK_DIR, ignore_errors=True)
