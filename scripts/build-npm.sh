@@ -46,6 +46,7 @@ fi
 log "wasm-pack build (release, +simd128)"
 rm -rf "$PKG/wasm"
 CARGO_TARGET_DIR="$ROOT/target/wasm" RUSTFLAGS="-C target-feature=+simd128" \
+  CARGO_PROFILE_RELEASE_LTO=fat CARGO_PROFILE_RELEASE_CODEGEN_UNITS=1 \
   wasm-pack --log-level warn build decoder-wasm --release --target web --mode no-install --no-pack \
   --out-dir "$ROOT/$PKG/wasm" --out-name brevis_decoder -- --features wasm
 rm -f "$PKG/wasm/.gitignore"
