@@ -269,33 +269,55 @@ fn approx_bits(row: &[u64]) -> f64 {
     bits
 }
 
-/// Merges adjacent buckets of `model` (dropping thresholds) while that lowers
-/// [`approx_bits`] summed over contexts: fine buckets where the data pays for
-/// them, coarse ones where tables would cost more than they save. `counts` has
-/// `classes` rows of `2^width` per bucket.
+/// Merges adjacent buckets of `model` (dropping thresholds): first every empty
+/// bucket (which changes no word's table), then greedily the pair whose merge
+/// lowers [`approx_bits`] summed over contexts the most, while one does: fine
+/// buckets where the data pays for them, coarse ones where tables would cost more
+/// than they save. `counts` has `classes` rows of `2^width` per bucket.
 fn merge_buckets(model: &mut Model, counts: &[u64], width: u8) {
     let row = (1usize << width) * model.classes();
     let size = 1usize << width;
     let cost = |b: &[u64]| -> f64 { b.chunks_exact(size).map(approx_bits).sum() };
-    let mut rows: Vec<Vec<u64>> = counts.chunks_exact(row).map(<[u64]>::to_vec).collect();
-    let mut bits: Vec<f64> = rows.iter().map(|r| cost(r)).collect();
     let merged = |a: &[u64], b: &[u64]| -> Vec<u64> { a.iter().zip(b).map(|(x, y)| x + y).collect() };
-    while rows.len() > 1 {
-        let mut best: Option<(usize, f64, Vec<u64>)> = None;
-        for j in 0..rows.len() - 1 {
-            let m = merged(&rows[j], &rows[j + 1]);
-            let gain = bits[j] + bits[j + 1] - cost(&m);
-            if gain > 0.0 && best.as_ref().is_none_or(|b| gain > b.1) {
-                best = Some((j, gain, m));
-            }
+    let mut rows: Vec<Vec<u64>> = counts.chunks_exact(row).map(<[u64]>::to_vec).collect();
+    // Bucket j + 1 starts at thresholds[j]: dropping thresholds[j] merges j + 1
+    // into j, and dropping thresholds[0] lets bucket 1 take over an empty bucket 0.
+    let mut j = 0;
+    while rows.len() > 1 && j < rows.len() {
+        if rows[j].iter().any(|&c| c > 0) {
+            j += 1;
+        } else {
+            rows.remove(j);
+            model.thresholds.remove(j.saturating_sub(1));
         }
-        let Some((j, _, m)) = best else { break };
-        // Bucket j + 1 starts at thresholds[j]: dropping it merges j + 1 into j.
-        bits[j] = cost(&m);
+    }
+    let mut bits: Vec<f64> = rows.iter().map(|r| cost(r)).collect();
+    // Cost of each adjacent pair merged, kept up to date as pairs merge.
+    let mut pair: Vec<(f64, Vec<u64>)> = rows
+        .windows(2)
+        .map(|w| {
+            let m = merged(&w[0], &w[1]);
+            (cost(&m), m)
+        })
+        .collect();
+    while !pair.is_empty() {
+        let best = (0..pair.len())
+            .map(|j| (j, bits[j] + bits[j + 1] - pair[j].0))
+            .filter(|&(_, gain)| gain > 0.0)
+            .max_by(|a, b| a.1.total_cmp(&b.1));
+        let Some((j, _)) = best else { break };
+        let (b, m) = pair.remove(j);
+        bits[j] = b;
         rows[j] = m;
         rows.remove(j + 1);
         bits.remove(j + 1);
         model.thresholds.remove(j);
+        for k in [j.wrapping_sub(1), j] {
+            if k < pair.len() {
+                let m = merged(&rows[k], &rows[k + 1]);
+                pair[k] = (cost(&m), m);
+            }
+        }
     }
 }
 
@@ -307,29 +329,6 @@ fn context_counts(symbols: &[u8], contexts: &[u8], nctx: usize, width: u8) -> Ve
         counts[usize::from(c) * size + usize::from(v)] += 1;
     }
     counts
-}
-
-/// Drops the thresholds that open an empty bucket (merging it into a neighbour,
-/// which changes no word's table). `counts` has `classes` rows per bucket.
-fn merge_empty(model: &mut Model, counts: &[u64], width: u8) {
-    let row = (1usize << width) * model.classes();
-    let used: Vec<bool> = counts.chunks_exact(row).map(|c| c.iter().any(|&x| x > 0)).collect();
-    let mut keep = Vec::new();
-    // Bucket j >= 1 starts at thresholds[j - 1]; bucket 0 at 0. An empty bucket
-    // j >= 1 loses its threshold (its sums go to the bucket below); an empty
-    // bucket 0 loses the threshold of the next used one (which takes over from 0).
-    let mut zero_empty = !used[0];
-    for (j, &t) in model.thresholds.iter().enumerate() {
-        if !used[j + 1] {
-            continue;
-        }
-        if zero_empty {
-            zero_empty = false;
-            continue;
-        }
-        keep.push(t);
-    }
-    model.thresholds = keep;
 }
 
 /// The planned coding of a stream under a model.
@@ -348,8 +347,6 @@ fn plan(symbols: &[u8], width: u8, mut model: Model) -> Plan {
         let counts = context_counts(symbols, &contexts, m.buckets() * m.classes(), width);
         (contexts, counts)
     };
-    let (_, counts) = count(&model);
-    merge_empty(&mut model, &counts, width);
     let (_, counts) = count(&model);
     merge_buckets(&mut model, &counts, width);
     let (contexts, counts) = count(&model);

@@ -325,15 +325,22 @@ impl<'p, W: Word> Decoder<'p, W> {
 /// cheapest marginal loss reaches the optimum.
 pub(super) fn normalize(counts: &[u64], n: u64, scale: u32) -> Vec<u32> {
     let m = 1u64 << scale;
-    let mut f: Vec<u32> = counts
-        .iter()
-        .map(|&c| ((u128::from(c) * u128::from(m) * 2 + u128::from(n)) / (2 * u128::from(n))).max(1) as u32)
-        .collect();
+    // Rounded c * m / n; in u64 while that cannot overflow (counts below 2^40),
+    // as u128 division is a slow library call.
+    let round = |c: u64| {
+        if c < 1 << 40 && n < 1 << 40 {
+            (c * m * 2 + n) / (2 * n)
+        } else {
+            ((u128::from(c) * u128::from(m) * 2 + u128::from(n)) / (2 * u128::from(n))) as u64
+        }
+    };
+    let mut f: Vec<u32> = counts.iter().map(|&c| round(c).max(1) as u32).collect();
     let mut sum: u64 = f.iter().map(|&v| u64::from(v)).sum();
 
-    // Gain (in nats) of f -> f + 1, and loss of f -> f - 1, for symbol i.
-    let gain = |c: u64, f: u32| c as f64 * 2.0 * atanh_small(1.0 / (2.0 * f64::from(f) + 1.0));
-    let loss = |c: u64, f: u32| c as f64 * 2.0 * atanh_small(1.0 / (2.0 * f64::from(f) - 1.0));
+    // Gain (in nats) of f -> f + 1, c ln((f + 1) / f), and loss of f -> f - 1,
+    // c ln(f / (f - 1)), for symbol i (log1p keeps them exact for large f).
+    let gain = |c: u64, f: u32| c as f64 * libm::log1p(1.0 / f64::from(f));
+    let loss = |c: u64, f: u32| c as f64 * libm::log1p(1.0 / (f64::from(f) - 1.0));
     let mut inc: BinaryHeap<(Key, u32, u32)> = BinaryHeap::with_capacity(counts.len());
     let mut dec: BinaryHeap<(Reverse<Key>, u32, u32)> = BinaryHeap::with_capacity(counts.len());
     let push = |i: usize, fi: u32, inc: &mut BinaryHeap<(Key, u32, u32)>, dec: &mut BinaryHeap<_>| {
@@ -417,31 +424,9 @@ impl Ord for Key {
 
 const LN_2: f64 = core::f64::consts::LN_2;
 
-/// `atanh(y)` for `0 <= y <= 1/3` by its series (`core` has no float math).
-fn atanh_small(y: f64) -> f64 {
-    let y2 = y * y;
-    let mut term = y;
-    let mut s = 0.0;
-    for k in 0..24 {
-        s += term / f64::from(2 * k + 1);
-        term *= y2;
-    }
-    s
-}
-
-/// Natural logarithm of a positive, finite, normal `x`.
+/// Natural logarithm of a positive, finite `x`.
 pub(super) fn ln(x: f64) -> f64 {
-    let bits = x.to_bits();
-    let mut e = ((bits >> 52) & 0x7ff) as i32 - 1023;
-    let mut m = f64::from_bits((bits & ((1u64 << 52) - 1)) | (1023u64 << 52));
-    if m > core::f64::consts::SQRT_2 {
-        m *= 0.5;
-        e += 1;
-    }
-    // ln m = 2 atanh((m - 1) / (m + 1)), |(m - 1) / (m + 1)| < 0.172.
-    let t = (m - 1.0) / (m + 1.0);
-    let t = if t < 0.0 { -atanh_small(-t) } else { atanh_small(t) };
-    2.0 * t + f64::from(e) * LN_2
+    libm::log(x)
 }
 
 /// Bit length of `v` (`bitlen(0) = 0`).
