@@ -8,12 +8,14 @@ substring filters or ``--quick``) this script measures
   ``brevis decompress OUT.brv -o DIR``; the restored ``DIR/<basename>`` must have
   the original SHA-256 (PASS/FAIL),
 * the **peers** in :data:`PEER_FACTORIES`: ``zstd -19``, ``xz -9`` (both single
-  threaded CLI runs, round trip checked) and ZipNN 0.5.4 (run in a subprocess per
-  file, several ZipNN modes tried, the smallest verified one reported),
+  threaded CLI runs, round trip checked), and ZipNN 0.5.4, pcodec 1.1.0 and
+  OpenZL 0.3.0 (each run in a subprocess per file through its Python API,
+  several modes tried, every one verified, the smallest verified one reported),
 
 and writes ``bench/RESULTS.md`` (human readable) and ``bench/results.json`` (raw
 numbers).  Usually started through ``bench/run.sh``, which fetches the corpus,
-prepares the virtual environment with the pinned ZipNN and builds brevis.
+prepares the virtual environment with the pinned ZipNN, pcodec and OpenZL and
+builds brevis.
 
 Adding a peer: write a ``measure(entry, scratch) -> Measurement`` callable (or use
 :func:`stream_cli_tool` for a ``tool -c < file``-style compressor), wrap it in a
@@ -25,9 +27,10 @@ Exit status: 0 when everything passed, 1 when any brevis run failed or did not
 restore the original bytes, 2 when only a peer failed (results are written first
 in every case).
 
-The script also contains the ZipNN worker (``bench.py _zipnn-worker ...``) that
-the parent starts in a subprocess, so that a ZipNN crash (it can abort the whole
-process on some inputs) only loses that one measurement.
+The script also contains the ZipNN, pcodec and OpenZL workers (``bench.py
+_zipnn-worker ...``, ``_pcodec-worker``, ``_openzl-worker``) that the parent
+starts in a subprocess (:func:`run_mode_worker`), so that a crash (ZipNN can
+abort the whole process on some inputs) only loses that one measurement.
 """
 
 from __future__ import annotations
@@ -60,6 +63,8 @@ RESULTS_MD = BENCH_DIR / "RESULTS.md"
 RESULTS_JSON = BENCH_DIR / "results.json"
 
 ZIPNN_PIN = "0.5.4"
+PCODEC_PIN = "1.1.0"
+OPENZL_PIN = "0.3.0"
 QUICK_MAX_BYTES = 30_000_000  # --quick keeps files smaller than this ...
 QUICK_ALWAYS = ("silero-vad-v6/",)  # ... and every file under these prefixes
 MB = 1_000_000  # sizes and speeds are decimal megabytes
@@ -333,53 +338,79 @@ def zipnn_primary_mode(entry: Entry) -> str:
     return zipnn_candidate_modes(entry)[0]
 
 
-def make_zipnn_tool(python: str) -> Tool:
-    """ZipNN 0.5.4 run by :func:`zipnn_worker` in one subprocess per file.
+def run_mode_worker(python: str, worker: str, label: str, entry: Entry, modes: list[str],
+                    primary_mode: str) -> Measurement:
+    """Run ``bench.py <worker> FILE MODE...`` and turn its JSON lines into a Measurement.
 
-    Every candidate mode is verified (decompress and compare); the smallest
-    verified one is reported, with the mode, and all candidates go to
-    ``extra["candidates"]``.  When the worker dies (ZipNN can abort the process),
-    the mode it was on is recorded as crashed and the rest are retried in a fresh
-    process.
+    The worker prints ``{"start": mode}`` before each mode and one result record
+    (``compressed_bytes``, ``compress_s``, ``decompress_s``, ``roundtrip`` or
+    ``error``) after it.  Every candidate mode is verified by the worker
+    (decompress and compare); the smallest verified one is reported, with the
+    mode, and all candidates go to ``extra["candidates"]``.  When the worker dies
+    (ZipNN can abort the process), the mode it was on is recorded as crashed and
+    the rest are retried in a fresh process.
     """
+    remaining = list(modes)
+    results: dict[str, dict] = {}
+    while remaining:
+        proc = subprocess.run(
+            [python, str(Path(__file__).resolve()), worker, str(entry.path), *remaining],
+            capture_output=True, text=True, timeout=3600)
+        started = None
+        for line in proc.stdout.splitlines():
+            if not line.startswith("{"):
+                continue
+            rec = json.loads(line)
+            if "start" in rec:
+                started = rec["start"]
+            else:
+                results[rec["mode"]] = rec
+        remaining = [m for m in remaining if m not in results]
+        if not remaining:
+            break
+        # The worker died (or skipped modes): blame the mode it had started, else the next one.
+        culprit = started if started in remaining else remaining[0]
+        how = (f"signal {signal.Signals(-proc.returncode).name}" if proc.returncode < 0
+               else f"exit {proc.returncode}")
+        results[culprit] = {"mode": culprit,
+                            "error": f"worker died in this mode ({how}): {proc.stderr.strip()[-300:]}"}
+        remaining.remove(culprit)
+    candidates = [results[m] for m in modes]
+    good = [c for c in candidates if c.get("roundtrip") is True]
+    if not good:
+        errors = "; ".join(f"{c['mode']}: {c.get('error') or 'round trip FAILED'}" for c in candidates)
+        return Measurement(roundtrip=False if any(c.get("roundtrip") is False for c in candidates) else None,
+                           error=f"no {label} mode verified ({errors})",
+                           extra={"primary_mode": primary_mode, "candidates": candidates})
+    best = min(good, key=lambda c: c["compressed_bytes"])
+    return Measurement(compressed_bytes=best["compressed_bytes"], compress_s=best["compress_s"],
+                       decompress_s=best["decompress_s"], roundtrip=True, mode=best["mode"],
+                       extra={"primary_mode": primary_mode, "candidates": candidates})
+
+
+def run_worker_modes(path: str, modes: list[str], run_mode: Callable[[bytes, str], dict]) -> int:
+    """Worker side of :func:`run_mode_worker`: run each mode on ``path`` and print
+    ``{"start": mode}`` before it and one JSON result line after it (an exception
+    is recorded as that mode's error)."""
+    data = Path(path).read_bytes()
+    for mode in modes:
+        print(json.dumps({"start": mode}), flush=True)
+        try:
+            rec = run_mode(data, mode)
+        except Exception as exc:  # noqa: BLE001 - recorded per mode
+            rec = {"error": f"{type(exc).__name__}: {exc}"}
+        rec["mode"] = mode
+        print(json.dumps(rec), flush=True)
+    return 0
+
+
+def make_zipnn_tool(python: str) -> Tool:
+    """ZipNN 0.5.4 run by :func:`zipnn_worker` in one subprocess per file (see
+    :func:`run_mode_worker`: every mode verified, the smallest verified one reported)."""
 
     def measure(entry: Entry, scratch: Path) -> Measurement:
-        remaining = zipnn_candidate_modes(entry)
-        results: dict[str, dict] = {}
-        while remaining:
-            proc = subprocess.run(
-                [python, str(Path(__file__).resolve()), "_zipnn-worker", str(entry.path), *remaining],
-                capture_output=True, text=True, timeout=3600)
-            started = None
-            for line in proc.stdout.splitlines():
-                if not line.startswith("{"):
-                    continue
-                rec = json.loads(line)
-                if "start" in rec:
-                    started = rec["start"]
-                else:
-                    results[rec["mode"]] = rec
-            remaining = [m for m in remaining if m not in results]
-            if not remaining:
-                break
-            # The worker died (or skipped modes): blame the mode it had started, else the next one.
-            culprit = started if started in remaining else remaining[0]
-            how = (f"signal {signal.Signals(-proc.returncode).name}" if proc.returncode < 0
-                   else f"exit {proc.returncode}")
-            results[culprit] = {"mode": culprit,
-                                "error": f"worker died in this mode ({how}): {proc.stderr.strip()[-300:]}"}
-            remaining.remove(culprit)
-        candidates = [results[m] for m in zipnn_candidate_modes(entry)]
-        good = [c for c in candidates if c.get("roundtrip") is True]
-        if not good:
-            errors = "; ".join(f"{c['mode']}: {c.get('error') or 'round trip FAILED'}" for c in candidates)
-            return Measurement(roundtrip=False if any(c.get("roundtrip") is False for c in candidates) else None,
-                               error=f"no ZipNN mode verified ({errors})",
-                               extra={"primary_mode": zipnn_primary_mode(entry), "candidates": candidates})
-        best = min(good, key=lambda c: c["compressed_bytes"])
-        return Measurement(compressed_bytes=best["compressed_bytes"], compress_s=best["compress_s"],
-                           decompress_s=best["decompress_s"], roundtrip=True, mode=best["mode"],
-                           extra={"primary_mode": zipnn_primary_mode(entry), "candidates": candidates})
+        return run_mode_worker(python, "_zipnn-worker", "ZipNN", entry, zipnn_candidate_modes(entry),
+                               zipnn_primary_mode(entry))
 
     try:
         from importlib.metadata import version as pkg_version
@@ -471,16 +502,270 @@ def zipnn_worker(path: str, modes: list[str]) -> int:
     warnings.filterwarnings("ignore")  # torch.jit deprecation noise on import
     import zipnn  # noqa: PLC0415 - only the worker needs ZipNN (and torch)
 
-    data = Path(path).read_bytes()
-    for mode in modes:
-        print(json.dumps({"start": mode}), flush=True)
-        try:
-            rec = _zipnn_tensors(zipnn, data) if mode == "tensors" else _zipnn_whole(zipnn, data, mode)
-        except Exception as exc:  # noqa: BLE001 - recorded per mode
-            rec = {"error": f"{type(exc).__name__}: {exc}"}
-        rec["mode"] = mode
-        print(json.dumps(rec), flush=True)
-    return 0
+    return run_worker_modes(path, modes, lambda data, mode: _zipnn_tensors(zipnn, data) if mode == "tensors"
+                            else _zipnn_whole(zipnn, data, mode))
+
+
+# ---- shared by pcodec and OpenZL -----------------------------------------
+
+#: safetensors dtype -> numpy dtype name of the same width (floats as floats, the
+#: rest as integers of their width; FP8 and BOOL as uint8).  BF16 is "bfloat16":
+#: each peer says how it hands it over (numpy has no bfloat16).
+ST_NUMPY = {"F64": "float64", "F32": "float32", "F16": "float16", "BF16": "bfloat16",
+            "I64": "int64", "I32": "int32", "I16": "int16", "I8": "int8",
+            "U64": "uint64", "U32": "uint32", "U16": "uint16", "U8": "uint8",
+            "F8_E4M3": "uint8", "F8_E5M2": "uint8", "BOOL": "uint8"}
+#: manifest dtype token -> the float dtype whole-file modes use
+FILE_FLOAT = {"fp32": "float32", "fp16": "float16", "bf16": "bfloat16"}
+
+
+def _float_file_mode(entry: Entry, fallback: str) -> str:
+    """``file:<dtype>`` for the manifest's dominant float dtype, else ``fallback``."""
+    dominant = FILE_FLOAT.get(entry.dominant_dtype)
+    return f"file:{dominant}" if dominant else fallback
+
+
+def _peer_candidate_modes(entry: Entry, all_modes: Iterable[str], fallback: str) -> list[str]:
+    """Every mode of a peer, the one picked from the file type first: per tensor for
+    safetensors, else the dominant float dtype of the manifest, else ``fallback``."""
+    modes = ["tensors"] if entry.container == "safetensors" else []
+    modes.append(_float_file_mode(entry, fallback))
+    modes += [m for m in all_modes if m != "tensors" and m not in modes]
+    return modes
+
+
+def _safetensors_per_tensor(data: bytes, codec: Callable[[bytes, str], tuple | None]) -> dict:
+    """Per-tensor compression of a safetensors file.  ``codec(seg, st_dtype)``
+    returns (compressed, compress_s, decompress_s, restored_bytes) or None for a
+    tensor it does not take.  A tensor is kept raw when its blob is not smaller;
+    header, gaps and untaken tensors are stored.  Counted size = stored bytes +
+    blobs (no container index is charged, which favours the peer).  The file is
+    reassembled from the restored pieces and compared byte for byte."""
+    hlen = int.from_bytes(data[:8], "little")
+    header = json.loads(data[8:8 + hlen])
+    base = 8 + hlen
+    spans = sorted((base + v["data_offsets"][0], base + v["data_offsets"][1], v["dtype"])
+                   for k, v in header.items() if k != "__metadata__")
+    size, pos, tc_sum, td_sum, n_comp = base, base, 0.0, 0.0, 0
+    restored = [data[:base]]
+    for start, end, dt in spans:
+        if start > pos:  # gap between tensors: stored
+            size += start - pos
+            restored.append(data[pos:start])
+        seg = data[start:end]
+        got = codec(seg, dt) if seg else None
+        if got is None:
+            size += len(seg)
+            restored.append(seg)
+        else:
+            comp, tc, td, back = got
+            tc_sum += tc
+            td_sum += td
+            if len(comp) < len(seg):
+                size += len(comp)
+                n_comp += 1
+            else:
+                size += len(seg)
+            restored.append(back)
+        pos = max(pos, end)
+    size += len(data) - pos
+    restored.append(data[pos:])
+    return {"compressed_bytes": size, "compress_s": tc_sum, "decompress_s": td_sum,
+            "roundtrip": b"".join(restored) == data, "tensors_compressed": n_comp, "tensors": len(spans)}
+
+
+def _whole_file(data: bytes, width: int, codec: Callable[[bytes], tuple]) -> dict:
+    """Whole file through ``codec(buf) -> (compressed, compress_s, decompress_s,
+    restored_bytes)``; only the prefix whose length is a multiple of ``width`` goes
+    to the codec, the last ``len % width`` bytes count as stored."""
+    n = len(data) - len(data) % width
+    comp, tc, td, back = codec(data[:n])
+    return {"compressed_bytes": len(comp) + (len(data) - n), "compress_s": tc, "decompress_s": td,
+            "roundtrip": back == data[:n], "tail_stored": len(data) - n}
+
+
+def _pkg_version(name: str, pin: str) -> str:
+    """``name X.Y.Z`` from the installed metadata, flagged when it is not the pin."""
+    from importlib.metadata import version as pkg_version
+    have = pkg_version(name)
+    return f"{name} {have}" + ("" if have == pin else f" (WARNING: pinned {pin})")
+
+
+# ---- pcodec ---------------------------------------------------------------
+
+#: pcodec modes.  pcodec (Pco) compresses 1-D numeric arrays: f16/f32/f64 and
+#: 8..64-bit integers (8-bit only with ChunkConfig(enable_8_bit=True)); it has no
+#: bfloat16, so BF16 is widened exactly to float32 (bits << 16, narrowed back on
+#: decompression; the widening and narrowing are timed).
+PCODEC_WIDTH = {"float32": 4, "float16": 2, "bfloat16": 2, "uint8": 1, "int8": 1}
+PCODEC_MODE_TEXT = {
+    "tensors": "safetensors per tensor: each tensor as an array of its dtype (F32/F16/F64 floats, BF16 "
+               "widened to float32, integers as such, FP8/I8/U8/BOOL as 8-bit integers), kept raw when "
+               "that does not shrink it; header stored; no index charged",
+    "file:float32": "whole file as one float32 array",
+    "file:float16": "whole file as one float16 array",
+    "file:bfloat16": "whole file as one bfloat16 array, widened exactly to float32 (pcodec has no bfloat16)",
+    "file:uint8": "whole file as one uint8 array (`enable_8_bit=True`; pcodec's mode for INT8 / UINT8 / FP8)",
+    "file:int8": "whole file as one int8 array (`enable_8_bit=True`; two's complement order, values near 0 "
+                 "adjacent)",
+}
+
+
+def pcodec_candidate_modes(entry: Entry) -> list[str]:
+    """pcodec modes tried for a file, the by-file-type one first (else uint8)."""
+    return _peer_candidate_modes(entry, PCODEC_MODE_TEXT, "file:uint8")
+
+
+def _pcodec_roundtrip(pcodec, buf: bytes, dtype: str) -> tuple[bytes, float, float, bytes]:
+    """``buf`` as a ``dtype`` array through pcodec's standalone format at the default
+    level; returns (compressed, compress_s, decompress_s, restored bytes)."""
+    import numpy as np  # noqa: PLC0415 - worker only
+
+    from pcodec import standalone  # noqa: PLC0415
+    eight_bit = dtype != "bfloat16" and np.dtype(dtype).itemsize == 1
+    cfg = pcodec.ChunkConfig(enable_8_bit=True) if eight_bit else pcodec.ChunkConfig()
+    t0 = time.perf_counter()
+    if dtype == "bfloat16":
+        arr = (np.frombuffer(buf, np.uint16).astype(np.uint32) << 16).view(np.float32)
+    else:
+        arr = np.frombuffer(buf, dtype)
+    comp = standalone.simple_compress(arr, cfg)
+    tc = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    out = standalone.simple_decompress(comp)
+    if dtype == "bfloat16":
+        out = (out.view(np.uint32) >> 16).astype(np.uint16)
+    td = time.perf_counter() - t0
+    return bytes(comp), tc, td, out.tobytes()
+
+
+def _pcodec_mode(pcodec, data: bytes, mode: str) -> dict:
+    if mode == "tensors":
+        return _safetensors_per_tensor(
+            data, lambda seg, dt: _pcodec_roundtrip(pcodec, seg, ST_NUMPY[dt]) if dt in ST_NUMPY else None)
+    name = mode.split(":", 1)[1]
+    return _whole_file(data, PCODEC_WIDTH[name], lambda buf: _pcodec_roundtrip(pcodec, buf, name))
+
+
+def pcodec_worker(path: str, modes: list[str]) -> int:
+    """Subprocess entry: run each pcodec mode on ``path``, print one JSON line per mode."""
+    import pcodec  # noqa: PLC0415 - only the worker needs it
+
+    return run_worker_modes(path, modes, lambda data, mode: _pcodec_mode(pcodec, data, mode))
+
+
+def make_pcodec_tool(python: str) -> Tool:
+    """pcodec, run by :func:`pcodec_worker` in a subprocess per file (see :func:`run_mode_worker`)."""
+
+    def measure(entry: Entry, scratch: Path) -> Measurement:
+        modes = pcodec_candidate_modes(entry)
+        return run_mode_worker(python, "_pcodec-worker", "pcodec", entry, modes, modes[0])
+
+    try:
+        import pcodec  # noqa: PLC0415
+        version = (_pkg_version("pcodec", PCODEC_PIN) + f" (standalone format, default level "
+                   f"{pcodec.DEFAULT_COMPRESSION_LEVEL}, single threaded)")
+    except Exception as exc:  # noqa: BLE001 - report, the worker will fail loudly
+        version = f"pcodec not importable: {exc}"
+    return Tool("pcodec", "pcodec", version, measure)
+
+
+# ---- OpenZL ---------------------------------------------------------------
+
+#: OpenZL modes.  OpenZL's Python API (openzl.ext) compresses typed inputs through
+#: a graph of codecs; Compress is its generic graph ("a generic compression
+#: backend"; for serial input it behaves like zstd), Float32/Float16/BFloat16
+#: Deconstruct split floats into exponent and sign+fraction streams, and
+#: BruteForce keeps the smallest of its successor graphs.  Frames use the newest
+#: format version; compression level and everything else are the defaults.
+OPENZL_WIDTH = {"float32": 4, "float16": 2, "bfloat16": 2}
+OPENZL_MODE_TEXT = {
+    "tensors": "safetensors per tensor: each tensor as a typed numeric input of its width; F32/F16/BF16 "
+               "through BruteForce(float deconstruct, generic Compress), other dtypes (FP8, integers) "
+               "through Compress; kept raw when that does not shrink it; header stored; no index charged",
+    "serial": "whole file as one serial (byte) input through the generic Compress graph",
+    "file:float32": "whole file as one 32-bit numeric input through BruteForce(Float32Deconstruct, Compress)",
+    "file:float16": "whole file as one 16-bit numeric input through BruteForce(Float16Deconstruct, Compress)",
+    "file:bfloat16": "whole file as one 16-bit numeric input through BruteForce(BFloat16Deconstruct, Compress)",
+}
+
+
+def openzl_candidate_modes(entry: Entry) -> list[str]:
+    """OpenZL modes tried for a file, the by-file-type one first (else serial)."""
+    return _peer_candidate_modes(entry, OPENZL_MODE_TEXT, "serial")
+
+
+def _openzl_roundtrip(buf: bytes, kind: str) -> tuple[bytes, float, float, bytes]:
+    """``buf`` through OpenZL as ``kind``: "serial", "uint<N>" (numeric, generic
+    Compress) or a float dtype (numeric, BruteForce of the float deconstruction and
+    Compress).  One frame; returns (compressed, compress_s, decompress_s, restored)."""
+    import numpy as np  # noqa: PLC0415 - worker only
+    import openzl.ext as zl  # noqa: PLC0415
+
+    deconstruct = {"float32": zl.nodes.Float32Deconstruct, "float16": zl.nodes.Float16Deconstruct,
+                   "bfloat16": zl.nodes.BFloat16Deconstruct}
+    compressor = zl.Compressor()
+    if kind in deconstruct:
+        split = deconstruct[kind]()(compressor, zl.graphs.Compress(), zl.graphs.Compress())
+        graph = zl.graphs.BruteForce([split, zl.graphs.Compress()(compressor)])(compressor)
+        inp = zl.Input(zl.Type.Numeric, np.frombuffer(buf, f"uint{8 * OPENZL_WIDTH[kind]}"))
+    else:
+        graph = zl.graphs.Compress()(compressor)
+        inp = (zl.Input(zl.Type.Serial, np.frombuffer(buf, np.uint8)) if kind == "serial"
+               else zl.Input(zl.Type.Numeric, np.frombuffer(buf, kind)))
+    compressor.select_starting_graph(graph)
+    cctx = zl.CCtx()
+    cctx.ref_compressor(compressor)
+    cctx.set_parameter(zl.CParam.FormatVersion, zl.MAX_FORMAT_VERSION)
+    t0 = time.perf_counter()
+    comp = cctx.compress([inp])
+    tc = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    outs = zl.DCtx().decompress(comp)
+    arrays = [o.content.as_nparray() for o in outs]
+    td = time.perf_counter() - t0
+    back = arrays[0].tobytes() if len(arrays) == 1 else b"<%d outputs>" % len(arrays)
+    return bytes(comp), tc, td, back
+
+
+def _openzl_mode(data: bytes, mode: str) -> dict:
+    if mode == "tensors":
+        def codec(seg: bytes, dt: str):
+            np_name = ST_NUMPY.get(dt)
+            if np_name is None:
+                return None
+            if np_name in OPENZL_WIDTH:
+                return _openzl_roundtrip(seg, np_name)
+            import numpy as np  # noqa: PLC0415 - worker only
+            return _openzl_roundtrip(seg, f"uint{8 * np.dtype(np_name).itemsize}")
+        return _safetensors_per_tensor(data, codec)
+    if mode == "serial":
+        return _whole_file(data, 1, lambda buf: _openzl_roundtrip(buf, "serial"))
+    name = mode.split(":", 1)[1]
+    return _whole_file(data, OPENZL_WIDTH[name], lambda buf: _openzl_roundtrip(buf, name))
+
+
+def openzl_worker(path: str, modes: list[str]) -> int:
+    """Subprocess entry: run each OpenZL mode on ``path``, print one JSON line per mode."""
+    return run_worker_modes(path, modes, _openzl_mode)
+
+
+def make_openzl_tool(python: str) -> Tool:
+    """OpenZL, run by :func:`openzl_worker` in a subprocess per file (see :func:`run_mode_worker`)."""
+
+    def measure(entry: Entry, scratch: Path) -> Measurement:
+        modes = openzl_candidate_modes(entry)
+        return run_mode_worker(python, "_openzl-worker", "OpenZL", entry, modes, modes[0])
+
+    try:
+        version = _pkg_version("openzl", OPENZL_PIN)
+        import openzl.ext as zl  # noqa: PLC0415
+        version += (f" (library {zl.LIBRARY_VERSION_MAJOR}.{zl.LIBRARY_VERSION_MINOR}."
+                    f"{zl.LIBRARY_VERSION_PATCH}, format version {zl.MAX_FORMAT_VERSION}, default "
+                    "compression level, single threaded)")
+    except Exception as exc:  # noqa: BLE001 - report, the worker will fail loudly
+        version = f"openzl not importable: {exc}"
+    return Tool("openzl", "OpenZL", version, measure)
 
 
 # ---- tool table -----------------------------------------------------------
@@ -492,6 +777,8 @@ PEER_FACTORIES: list[Callable[[], Tool]] = [
     lambda: stream_cli_tool("xz9", "xz-9", ["xz", "-9", "-T1", "-c"],
                             ["xz", "-d", "-T1", "-c"], ["xz", "--version"]),
     lambda: make_zipnn_tool(sys.executable),
+    lambda: make_pcodec_tool(sys.executable),
+    lambda: make_openzl_tool(sys.executable),
 ]
 
 
@@ -563,7 +850,7 @@ def run_file(entry: Entry, tools: list[Tool]) -> dict:
         status = ("FAIL" if m.roundtrip is False else "ok") if m.error is None else "ERROR"
         size = f"{m.compressed_bytes:>12,}" if m.compressed_bytes is not None else " " * 12
         print(f"    {tool.label:<8} {size} B  {status}"
-              + (f"  [{m.mode}]" if tool.key == "zipnn" and m.mode else "")
+              + (f"  [{m.mode}]" if tool.key in MODE_PEERS and m.mode else "")
               + (f"  {m.error}" if m.error else ""), file=sys.stderr, flush=True)
     return record
 
@@ -781,9 +1068,50 @@ def _time_of(rec: dict, key: str, which: str) -> float | None:
     return m[which] if m and m["error"] is None else None
 
 
+def peer_primary_mode_of(rec: dict, key: str) -> str:
+    """The by-file-type mode of a mode-trying peer recorded for a results.json file record."""
+    return rec["tools"][key]["extra"].get("primary_mode", "—")
+
+
 def zipnn_primary_mode_of(rec: dict) -> str:
     """The by-file-type ZipNN mode recorded for a results.json file record."""
-    return rec["tools"]["zipnn"]["extra"].get("primary_mode", "—")
+    return peer_primary_mode_of(rec, "zipnn")
+
+
+_WHOLE_FILE_NOTE = ("Whole-file modes hand {lib} only the part whose length is a multiple of the element "
+                    "width and count the 1–3 trailing bytes as stored. \"by file type\" is the mode one would "
+                    "pick without trying: per tensor for safetensors, else the dominant float dtype of the "
+                    "manifest, else {fallback}. ")
+_TRY_EVERY_MODE = ("{lib} has no mode for whole model containers, so every file is tried in each of these "
+                   "modes, every result is verified (decompress and compare), and the smallest verified one "
+                   "is reported:")
+
+#: Peers that try several modes per file: key -> (label, mode descriptions, intro, notes),
+#: rendered as a "<label> mode per file" section each.
+MODE_PEERS = {
+    "zipnn": ("ZipNN", ZIPNN_MODE_TEXT,
+              "ZipNN 0.5.4 has no mode for whole model containers, so every file is tried in each "
+              "of these modes, every result is verified (decompress and compare), and the smallest "
+              "verified one is reported:",
+              "Whole-file modes hand ZipNN only the part whose length is a multiple of the element "
+              "width (0.5.4 corrupts its heap otherwise) and count the 1–3 trailing bytes as stored. "
+              "\"by file type\" is the mode one would pick without trying: per tensor for "
+              "safetensors, else the dominant float dtype of the manifest, else bytes. ZipNN runs "
+              "with its defaults otherwise (method AUTO, 256 KiB chunks), `threads=1`."),
+    "pcodec": ("pcodec", PCODEC_MODE_TEXT,
+               _TRY_EVERY_MODE.format(lib=f"pcodec {PCODEC_PIN} (numeric arrays only)"),
+               _WHOLE_FILE_NOTE.format(lib="pcodec", fallback="uint8")
+               + "pcodec runs `pcodec.standalone.simple_compress` with a default `ChunkConfig` (level 8, "
+               "automatic mode and delta detection), `enable_8_bit=True` for 8-bit arrays only; it is "
+               "single threaded. Times are the in-memory `simple_compress` / `simple_decompress` calls."),
+    "openzl": ("OpenZL", OPENZL_MODE_TEXT,
+               _TRY_EVERY_MODE.format(lib=f"OpenZL {OPENZL_PIN} (Python `openzl.ext`; no model-format "
+                                          "profile)"),
+               _WHOLE_FILE_NOTE.format(lib="OpenZL", fallback="serial")
+               + "Each input is one OpenZL frame (`CCtx.compress`, newest format version, default "
+               "compression level), decompressed with `DCtx.decompress`; single threaded. Times are those "
+               "in-memory calls (graph construction excluded)."),
+}
 
 
 def render_markdown(results: dict, tools: list[Tool]) -> str:
@@ -809,18 +1137,19 @@ def render_markdown(results: dict, tools: list[Tool]) -> str:
         "",
         "Ratio = original / compressed (higher is better). \"% smaller\" = 1 − brevis/peer "
         "(negative: brevis is larger). Speeds are MB/s (10^6 bytes) of *original* data, wall "
-        "time, single threaded (brevis `--threads 1`, `zstd -T1`, `xz -T1`, ZipNN `threads=1`). "
-        "CLI times are whole process runs writing the output file; ZipNN times are its "
-        "`compress()`/`decompress()` calls in memory. Files marked † are derived stand-ins, "
+        "time, single threaded (brevis `--threads 1`, `zstd -T1`, `xz -T1`, ZipNN `threads=1`, "
+        "pcodec and OpenZL are single threaded). CLI times are whole process runs writing the output "
+        "file; ZipNN, pcodec and OpenZL times are their `compress`/`decompress` calls in memory. "
+        "Files marked † are derived stand-ins, "
         "not native checkpoints.",
         "",
         "## Per file",
         "",
-        "| file | dtype class | orig MB | brevis | zstd-19 | xz-9 | ZipNN | brevis vs zstd-19 "
-        "| brevis vs ZipNN | brevis round trip | brevis c MB/s | brevis d MB/s | ZipNN c MB/s "
-        "| ZipNN d MB/s | zstd-19 d MB/s |",
-        "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | :---: | ---: | ---: | ---: "
-        "| ---: | ---: |",
+        "| file | dtype class | orig MB | brevis | zstd-19 | xz-9 | ZipNN | pcodec | OpenZL "
+        "| brevis vs zstd-19 | brevis vs ZipNN | brevis round trip | brevis c MB/s | brevis d MB/s "
+        "| ZipNN c MB/s | ZipNN d MB/s | zstd-19 d MB/s |",
+        "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | :---: | ---: | ---: "
+        "| ---: | ---: | ---: |",
     ]
     for f in results["files"]:
         o = f["original_bytes"]
@@ -837,7 +1166,8 @@ def render_markdown(results: dict, tools: list[Tool]) -> str:
         lines.append(
             f"| `{name}` | {f['dtype_class']} | {o / MB:.1f} | {_ratio(o, _size_of(f, 'brevis'))} "
             f"| {_ratio(o, _size_of(f, 'zstd19'))} | {_ratio(o, _size_of(f, 'xz9'))} "
-            f"| {_ratio(o, _size_of(f, 'zipnn'))} "
+            f"| {_ratio(o, _size_of(f, 'zipnn'))} | {_ratio(o, _size_of(f, 'pcodec'))} "
+            f"| {_ratio(o, _size_of(f, 'openzl'))} "
             f"| {_smaller(_size_of(f, 'brevis'), _size_of(f, 'zstd19'))} "
             f"| {_smaller(_size_of(f, 'brevis'), _size_of(f, 'zipnn'))} | {rt} "
             f"| {_speed(o, _time_of(f, 'brevis', 'compress_s'))} "
@@ -846,22 +1176,19 @@ def render_markdown(results: dict, tools: list[Tool]) -> str:
             f"| {_speed(o, _time_of(f, 'zipnn', 'decompress_s'))} "
             f"| {_speed(o, _time_of(f, 'zstd19', 'decompress_s'))} |")
 
+    # "brevis vs" columns of the pooled table: the peers the targets are stated against.
+    vs_peers = [t for t in tools if t.key in ("zstd19", "zipnn", "pcodec", "openzl")] if "brevis" in keys else []
     lines += ["", "## Pooled per dtype class", "",
               "Sum of original bytes / sum of compressed bytes per tool (— when a tool failed on a file "
               "of the group).", "",
               "| dtype class | files | orig MB | " + " | ".join(t.label for t in tools)
-              + (" | brevis vs zstd-19" if {"brevis", "zstd19"} <= keys else "")
-              + (" | brevis vs ZipNN" if {"brevis", "zipnn"} <= keys else "") + " |",
+              + "".join(f" | brevis vs {t.label}" for t in vs_peers) + " |",
               "| --- | ---: | ---: | " + " | ".join("---:" for _ in tools)
-              + (" | ---:" if {"brevis", "zstd19"} <= keys else "")
-              + (" | ---:" if {"brevis", "zipnn"} <= keys else "") + " |"]
+              + "".join(" | ---:" for _ in vs_peers) + " |"]
     for row in results["pooled"]:
         cb = row["compressed_bytes"]
         cells = [_ratio(row["original_bytes"], cb.get(t.key)) for t in tools]
-        if {"brevis", "zstd19"} <= keys:
-            cells.append(_smaller(cb.get("brevis"), cb.get("zstd19")))
-        if {"brevis", "zipnn"} <= keys:
-            cells.append(_smaller(cb.get("brevis"), cb.get("zipnn")))
+        cells += [_smaller(cb.get("brevis"), cb.get(t.key)) for t in vs_peers]
         label = f"**{row['class']}**" if row["class"].startswith("All") else row["class"]
         lines.append(f"| {label} | {row['files']} | {row['original_bytes'] / MB:.1f} | "
                      + " | ".join(cells) + " |")
@@ -887,31 +1214,25 @@ def render_markdown(results: dict, tools: list[Tool]) -> str:
     if results.get("extras"):
         lines += render_extras(results["extras"])
 
-    if "zipnn" in keys:
-        lines += ["", "## ZipNN mode per file", "",
-                  "ZipNN 0.5.4 has no mode for whole model containers, so every file is tried in each "
-                  "of these modes, every result is verified (decompress and compare), and the smallest "
-                  "verified one is reported:", ""]
-        lines += [f"- `{k}`: {v}" for k, v in ZIPNN_MODE_TEXT.items()]
-        lines += ["",
-                  "Whole-file modes hand ZipNN only the part whose length is a multiple of the element "
-                  "width (0.5.4 corrupts its heap otherwise) and count the 1–3 trailing bytes as stored. "
-                  "\"by file type\" is the mode one would pick without trying: per tensor for "
-                  "safetensors, else the dominant float dtype of the manifest, else bytes. ZipNN runs "
-                  "with its defaults otherwise (method AUTO, 256 KiB chunks), `threads=1`.",
-                  "",
+    for key, (label, mode_text, intro, notes) in MODE_PEERS.items():
+        if key not in keys:
+            continue
+        lines += ["", f"## {label} mode per file", "", intro, ""]
+        lines += [f"- `{k}`: {v}" for k, v in mode_text.items()]
+        lines += ["", notes, "",
                   "| file | reported mode | by file type | size per mode (bytes) |",
                   "| --- | --- | --- | --- |"]
         for f in results["files"]:
-            z = f["tools"].get("zipnn")
+            z = f["tools"].get(key)
             if not z:
                 continue
             cands = z["extra"].get("candidates", [])
             sizes = ", ".join(
                 f"{c['mode']} {c['compressed_bytes']:,}" + ("" if c.get("roundtrip") else " (FAILED)")
-                if c.get("compressed_bytes") is not None else f"{c['mode']} error" for c in cands)
+                if c.get("compressed_bytes") is not None
+                else f"{c['mode']} error ({(c.get('error') or '?')[:120].replace('|', '/')})" for c in cands)
             mode = f"`{z['mode']}`" if z["mode"] else f"— ({z['error']})"
-            lines.append(f"| `{f['file']}` | {mode} | `{zipnn_primary_mode_of(f)}` | {sizes} |")
+            lines.append(f"| `{f['file']}` | {mode} | `{peer_primary_mode_of(f, key)}` | {sizes} |")
 
     problems = []
     for f in results["files"]:
@@ -954,14 +1275,16 @@ def file_failed_brevis(rec: dict) -> bool:
 
 def main(argv: list[str]) -> int:
     """Parse arguments, measure every selected file, write the reports, return the exit status."""
-    if argv and argv[0] == "_zipnn-worker":
-        return zipnn_worker(argv[1], argv[2:])
+    workers = {"_zipnn-worker": zipnn_worker, "_pcodec-worker": pcodec_worker,
+               "_openzl-worker": openzl_worker}
+    if argv and argv[0] in workers:
+        return workers[argv[0]](argv[1], argv[2:])
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--quick", action="store_true",
                     help=f"only small files (< {QUICK_MAX_BYTES // MB} MB, plus {', '.join(QUICK_ALWAYS)}*)")
     ap.add_argument("--tools", help="comma-separated tool keys to run (default: all: "
-                                    "brevis,zstd19,xz9,zipnn)")
+                                    "brevis,zstd19,xz9,zipnn,pcodec,openzl)")
     ap.add_argument("--no-extras", action="store_true",
                     help="skip the dedup and fine-tune delta measurements")
     ap.add_argument("filters", nargs="*", help="keep files whose manifest path contains any of these")

@@ -7,9 +7,9 @@
 #   FILE_FILTER    keep corpus files whose manifest path contains any of these substrings
 #
 # Steps: (1) fetch/verify the corpus with ../shared/corpus/fetch.sh (idempotent, seconds when
-# cached), (2) create/reuse bench/.venv with the pinned ZipNN, (3) build brevis in release mode
-# unless BREVIS_BIN points at a binary, (4) run bench/bench.py, which writes bench/RESULTS.md and
-# bench/results.json.  Exit status is bench.py's: 0 ok, 1 brevis failed / round trip FAIL,
+# cached), (2) create/reuse bench/.venv with the pinned ZipNN, pcodec and OpenZL, (3) build
+# brevis in release mode unless BREVIS_BIN points at a binary, (4) run bench/bench.py, which
+# writes bench/RESULTS.md and bench/results.json.  Exit status is bench.py's: 0 ok, 1 brevis failed / round trip FAIL,
 # 2 a peer failed.
 #
 # Environment:
@@ -23,6 +23,8 @@ SHARED=$REPO/../shared
 CORPUS=${BREVIS_CORPUS:-$HOME/.cache/brevis-corpus}
 VENV=$REPO/bench/.venv
 ZIPNN_VERSION=0.5.4
+PCODEC_VERSION=1.1.0
+OPENZL_VERSION=0.3.0
 
 # The command as typed, for RESULTS.md.
 cmd="bench/run.sh${*:+ $*}"
@@ -40,16 +42,24 @@ done
 log "fetching / verifying corpus in $CORPUS"
 bash "$SHARED/corpus/fetch.sh" "$CORPUS"
 
-# 2. venv with the pinned ZipNN (it pulls in torch: several GB on first install)
+# 2. venv with the pinned peers: ZipNN (it pulls in torch: several GB on first install), pcodec
+#    and OpenZL (binary wheels, a few MB)
 if [[ ! -x $VENV/bin/python ]]; then
   log "creating $VENV"
   "${PYTHON:-python3}" -m venv "$VENV"
 fi
-have=$("$VENV/bin/python" -c 'import importlib.metadata as m; print(m.version("zipnn"))' 2>/dev/null || true)
-if [[ $have != "$ZIPNN_VERSION" ]]; then
-  log "installing zipnn==$ZIPNN_VERSION into $VENV (found: ${have:-none})"
-  "$VENV/bin/python" -m pip install --quiet --disable-pip-version-check "zipnn==$ZIPNN_VERSION"
-fi
+pin() {  # pin PACKAGE VERSION: install PACKAGE==VERSION into the venv unless it is already there
+  local have
+  have=$("$VENV/bin/python" -c 'import importlib.metadata as m, sys; print(m.version(sys.argv[1]))' "$1" \
+           2>/dev/null || true)
+  if [[ $have != "$2" ]]; then
+    log "installing $1==$2 into $VENV (found: ${have:-none})"
+    "$VENV/bin/python" -m pip install --quiet --disable-pip-version-check "$1==$2"
+  fi
+}
+pin zipnn "$ZIPNN_VERSION"
+pin pcodec "$PCODEC_VERSION"
+pin openzl "$OPENZL_VERSION"
 
 # 3. brevis
 if [[ -z ${BREVIS_BIN:-} ]]; then
