@@ -386,7 +386,9 @@ impl CandidateSearch {
 const DISTINCT_SAMPLE: usize = 1 << 16;
 
 /// True when fewer than half the words of a sample (the first 64 Ki words)
-/// are distinct.
+/// are distinct and they are few for the width (below `2^(width/2)`): a small
+/// vocabulary, not just a narrow type (a BF16 tensor of 64 Ki words has only a
+/// few thousand distinct values, yet zstd -19 never wins there).
 fn mostly_repeated_words(s: &Stream) -> bool {
     let n = s.len().min(DISTINCT_SAMPLE);
     if n < 64 {
@@ -396,7 +398,7 @@ fn mostly_repeated_words(s: &Stream) -> bool {
         brevis_format::with_words!(s.words(), w => w[..n].iter().map(|x| brevis_format::Word::to_u64(*x)).collect());
     words.sort_unstable();
     words.dedup();
-    words.len() * 2 < n
+    words.len() * 2 < n && (words.len() as u64) < 1u64 << (s.width() / 2)
 }
 
 /// `s` as one `Lit.ctx` split at `k`, if the encoding applies.
