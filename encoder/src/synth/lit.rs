@@ -157,7 +157,11 @@ pub fn best_lit_below(s: &Stream, policy: &LitPolicy, bound: usize) -> Node {
             keep(node, &mut sizes, &mut built);
         }
     }
-    if n >= NBR_MIN_WORDS {
+    let nbr_worth_trying = match s.words() {
+        brevis_format::stream::Words::U8(w) => n >= NBR_MIN_WORDS && wire::nbr::promising(w, width),
+        _ => false,
+    };
+    if nbr_worth_trying {
         if let Some(node) = lit(s, LitEncoding::Nbr, 0) {
             keep(node, &mut sizes, &mut built);
         }

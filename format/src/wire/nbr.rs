@@ -432,6 +432,40 @@ fn best_plan(symbols: &[u8], width: u8) -> Plan {
         .expect("at least one model")
 }
 
+/// Words [`promising`] looks at.
+const PROMISE_SAMPLE: usize = 1 << 16;
+
+/// Whether neighbour contexts look worth trying on `symbols`: on a sample (the
+/// first 64 Ki words), the encoder's first model must beat a one-context model
+/// (order 0, its table included) by more than 0.5%. A quick test that lets an
+/// encoder skip streams where neighbours predict nothing (float mantissas and
+/// exponents), which would cost a full planning pass for no gain.
+pub fn promising(symbols: &[u8], width: u8) -> bool {
+    if !valid_width(width) || symbols.iter().any(|&v| u32::from(v) >> width != 0) {
+        return false;
+    }
+    let sample = &symbols[..symbols.len().min(PROMISE_SAMPLE)];
+    if sample.is_empty() {
+        return false;
+    }
+    let center = mode(sample);
+    let (weights, signed) = ENCODER_MODELS[0];
+    let mut m = Model {
+        center,
+        weights: weights.to_vec(),
+        signed,
+        thresholds: Vec::new(),
+    };
+    m.thresholds = log_thresholds(m.max_sum(width), MAX_BUCKETS, ENCODER_PER_DOUBLING);
+    let flat = Model {
+        center,
+        weights: vec![0],
+        signed: false,
+        thresholds: Vec::new(),
+    };
+    plan(sample, width, m).estimate < plan(sample, width, flat).estimate * 0.995
+}
+
 fn valid_width(width: u8) -> bool {
     (2..=8).contains(&width)
 }
@@ -693,6 +727,16 @@ mod tests {
                 assert_eq!(back, v, "{weights:?} signed {signed}");
             }
         }
+    }
+
+    #[test]
+    fn promising_on_kernels_not_on_noise() {
+        assert!(promising(&kernels(100_000, 8, 7), 8));
+        let mut rng = Rng(9);
+        let noise: Vec<u8> = (0..100_000).map(|_| (rng.next() % 200) as u8).collect();
+        assert!(!promising(&noise, 8));
+        assert!(!promising(&[], 8));
+        assert!(!promising(&[1, 2, 3], 9));
     }
 
     #[test]
