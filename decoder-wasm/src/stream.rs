@@ -83,7 +83,32 @@ struct OpenFile {
     record: FileRecord,
     segments_left: u64,
     bytes_seen: u64,
-    hasher: Sha256,
+}
+
+/// Computes the SHA-256 of each file's bytes for a [`StreamDecoder`], which checks
+/// it against the archive before reporting [`Event::FileEnd`]. The default hashes
+/// in the decoder's thread; [`StreamDecoder::set_file_hasher`] can move the work
+/// elsewhere (to a thread of its own, say, while chunks decode on others).
+pub trait FileHasher {
+    /// Hashes the next bytes of the current file.
+    fn update(&mut self, data: &[u8]);
+    /// The SHA-256 of the bytes given since the previous `finish` (or since the
+    /// first `update`); the next bytes start a new file.
+    fn finish(&mut self) -> [u8; 32];
+}
+
+/// The default [`FileHasher`]: hashes in place.
+#[derive(Default)]
+struct InlineSha256(Sha256);
+
+impl FileHasher for InlineSha256 {
+    fn update(&mut self, data: &[u8]) {
+        self.0.update(data);
+    }
+
+    fn finish(&mut self) -> [u8; 32] {
+        self.0.finalize_reset().into()
+    }
 }
 
 struct OpenSegment {
@@ -144,6 +169,8 @@ pub struct StreamDecoder {
     retained_total: u64,
     /// The copy being emitted.
     copy: Option<PendingCopy>,
+    /// Hashes the open file's bytes.
+    hasher: Box<dyn FileHasher>,
 }
 
 impl Default for StreamDecoder {
@@ -176,7 +203,14 @@ impl StreamDecoder {
             retained: BTreeMap::new(),
             retained_total: 0,
             copy: None,
+            hasher: Box::new(InlineSha256::default()),
         }
+    }
+
+    /// Hashes files with `hasher` instead of in this thread. Call before the
+    /// first event: bytes already hashed stay with the previous hasher.
+    pub fn set_file_hasher(&mut self, hasher: Box<dyn FileHasher>) {
+        self.hasher = hasher;
     }
 
     /// A decoder that takes the base tensors of delta segments (a fine-tune
@@ -416,7 +450,6 @@ impl StreamDecoder {
                     record,
                     segments_left,
                     bytes_seen: 0,
-                    hasher: Sha256::new(),
                 });
                 if segments_left == 0 {
                     self.close_file()?;
@@ -574,8 +607,8 @@ impl StreamDecoder {
                     .file
                     .as_mut()
                     .ok_or(FormatError::Invalid { what: "record order" })?;
-                file.hasher.update(&data);
                 file.bytes_seen += data.len() as u64;
+                self.hasher.update(&data);
                 self.queue.push_back(Event::Data(data));
                 if last {
                     self.close_segment()?;
@@ -640,8 +673,8 @@ impl StreamDecoder {
                 .file
                 .as_mut()
                 .ok_or(FormatError::Invalid { what: "record order" })?;
-            file.hasher.update(&piece);
             file.bytes_seen += piece.len() as u64;
+            self.hasher.update(&piece);
             self.queue.push_back(Event::Data(piece));
         }
         if end == source.bytes.len() {
@@ -690,7 +723,7 @@ impl StreamDecoder {
             }
             .into());
         }
-        let digest: [u8; 32] = file.hasher.finalize().into();
+        let digest = self.hasher.finish();
         if digest != file.record.sha256 {
             return Err(FormatError::Checksum {
                 what: "file SHA-256",

@@ -2,7 +2,8 @@
 //!
 //! The data imitate a trained layer's BF16 weights (normal, sigma 0.04, from a fixed
 //! seed): whole 16-bit words, the 8-bit exponent column and the 7-bit mantissa column
-//! (the columns `Merge.fields[1,8,7]` splits a BF16 tensor into). Each coder decodes a
+//! (the columns `Merge.fields[1,8,7]` splits a BF16 tensor into), and the top 13
+//! bits (the `ctx` field of `Merge.fields[13,3]`). Each coder decodes a
 //! 1 Mi-word literal; throughput is in words (elements) per second. These numbers
 //! back `DECODE_SLACK_*` in `encoder/src/synth/lit.rs`.
 
@@ -39,6 +40,9 @@ fn streams() -> Vec<(&'static str, Stream)> {
             "exponent-b8",
             Stream::from_u64s(8, &to(&|x| u64::from((x >> 7) & 0xff))).unwrap(),
         ),
+        // Sign, exponent and the top 4 mantissa bits: the `ctx` field of
+        // `Merge.fields[13,3]`, the program most BF16 weight tensors get.
+        ("top13-b13", Stream::from_u64s(13, &to(&|x| u64::from(x >> 3))).unwrap()),
         (
             "mantissa-b7",
             Stream::from_u64s(7, &to(&|x| u64::from(x & 0x7f))).unwrap(),
@@ -56,6 +60,7 @@ fn decode(c: &mut Criterion) {
             LitEncoding::BitPacked,
             LitEncoding::Huffman,
             LitEncoding::Rans,
+            LitEncoding::Ctx,
         ] {
             let Some(payload) = wire::encode(enc, &s) else { continue };
             let id = BenchmarkId::new(enc.name(), format!("{name} ({} B)", payload.len()));

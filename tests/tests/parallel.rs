@@ -8,7 +8,7 @@ use std::path::Path;
 
 use brevis_decoder::format::program::Limits;
 use brevis_decoder::format::FormatError;
-use brevis_decoder::{decode_chunk, DecodeError, DecodeLimits, Event, StreamDecoder};
+use brevis_decoder::{decode_chunk, DecodeError, DecodeLimits, Event, FileHasher, StreamDecoder};
 use brevis_encoder::synth::CandidateSearch;
 use brevis_encoder::{compress_files, CompressOptions, InputFile};
 use brevis_tests::{safetensors_file, tensor_bytes};
@@ -130,4 +130,78 @@ fn a_decoder_that_returns_too_few_results_only_loses_the_head_start() {
     }
     dec.finish().unwrap();
     assert_eq!((got, None), want);
+}
+
+/// A [`FileHasher`] that keeps what it is given and answers with canned digests.
+struct Recorder {
+    files: std::rc::Rc<std::cell::RefCell<Vec<Vec<u8>>>>,
+    digests: std::vec::IntoIter<[u8; 32]>,
+}
+
+impl FileHasher for Recorder {
+    fn update(&mut self, data: &[u8]) {
+        let mut files = self.files.borrow_mut();
+        if files.is_empty() {
+            files.push(Vec::new());
+        }
+        files.last_mut().unwrap().extend_from_slice(data);
+    }
+
+    fn finish(&mut self) -> [u8; 32] {
+        self.files.borrow_mut().push(Vec::new());
+        self.digests.next().unwrap_or([0; 32])
+    }
+}
+
+/// A caller's hasher (`brevis` hashes on a thread of its own) gets every file's
+/// bytes, in order, and its digest is what the archive is checked against.
+#[test]
+fn a_file_hasher_sees_every_byte_and_decides_the_check() {
+    let archive = many_chunks();
+    let (events, err) = events(&archive, archive.len(), None);
+    assert!(err.is_none());
+    let mut want: Vec<Vec<u8>> = vec![Vec::new()];
+    let mut digests = Vec::new();
+    for ev in &events {
+        match ev {
+            Event::Data(d) => want.last_mut().unwrap().extend_from_slice(d),
+            Event::FileEnd { sha256, .. } => {
+                digests.push(*sha256);
+                want.push(Vec::new());
+            }
+            _ => {}
+        }
+    }
+    for wrong in [false, true] {
+        let files = std::rc::Rc::new(std::cell::RefCell::new(Vec::new()));
+        let mut canned = digests.clone();
+        if wrong {
+            canned[1][0] ^= 1;
+        }
+        let mut dec = StreamDecoder::new(DecodeLimits::default());
+        dec.set_file_hasher(Box::new(Recorder {
+            files: files.clone(),
+            digests: canned.into_iter(),
+        }));
+        dec.push(&archive);
+        let mut got = Vec::new();
+        let err = loop {
+            match dec.next_event_parallel(8, usize::MAX, sequential) {
+                Ok(Some(ev)) => got.push(ev),
+                Ok(None) => break None,
+                Err(e) => break Some(e),
+            }
+        };
+        if wrong {
+            // The first file passes; the second fails its check, with no FileEnd.
+            let e = err.expect("a wrong digest is an error");
+            assert!(e.to_string().contains("SHA-256"), "{e}");
+            let ends = got.iter().filter(|e| matches!(e, Event::FileEnd { .. })).count();
+            assert_eq!(ends, 1);
+        } else {
+            assert!(err.is_none());
+            assert_eq!(got, events);
+            assert_eq!(*files.borrow(), want);
+        }
+    }
 }

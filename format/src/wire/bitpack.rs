@@ -57,8 +57,21 @@ pub fn decode<W: Word>(payload: &[u8], width: u8, out: &mut [W]) -> Result<()> {
     // The bulk path is instantiated for 8- and 16-bit words only (float fields,
     // bytes): 32/64-bit words packed into 16 bits or fewer are rare, and 32 more
     // unrolled copies would cost the WebAssembly module ~4 KB gzipped.
-    let groups = if k <= 16 && W::BITS <= 16 { out.len() / 8 } else { 0 };
+    // Other fields of up to 56 bits (float mantissas of 17 to 52 bits in 32/64-bit
+    // words) take one generic path: an unaligned 8-byte load and a shift a word,
+    // for the groups whose loads stay inside the payload.
+    let narrow = k <= 16 && W::BITS <= 16;
+    let groups = if narrow {
+        out.len() / 8
+    } else if k <= 56 {
+        (out.len() / 8).min(body.len().saturating_sub(8) / usize::from(k))
+    } else {
+        0
+    };
     let (head, out) = out.split_at_mut(groups * 8);
+    if !narrow {
+        unpack_wide(body, head, k);
+    }
     let (head_body, body) = body.split_at(groups * usize::from(k));
     macro_rules! bulk {
         ($($k:literal)*) => {
@@ -68,7 +81,9 @@ pub fn decode<W: Word>(payload: &[u8], width: u8, out: &mut [W]) -> Result<()> {
             }
         };
     }
-    bulk!(1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16);
+    if narrow {
+        bulk!(1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16);
+    }
     let m = mask(k);
     let mut acc: u128 = 0;
     let mut nbits = 0u32;
@@ -89,6 +104,23 @@ pub fn decode<W: Word>(payload: &[u8], width: u8, out: &mut [W]) -> Result<()> {
         });
     }
     Ok(())
+}
+
+/// Unpacks `out.len()` words of `k` (1..=56) bits from the start of `body`, which
+/// must hold 8 bytes from the byte of every word's first bit (the caller sizes `out`
+/// so; a short read would give zeros, never a panic).
+fn unpack_wide<W: Word>(body: &[u8], out: &mut [W], k: u8) {
+    let m = mask(k);
+    let k = usize::from(k);
+    for (i, d) in out.iter_mut().enumerate() {
+        let bit = i * k;
+        let v = body
+            .get(bit / 8..)
+            .and_then(|b| b.first_chunk::<8>())
+            .map_or(0, |b| u64::from_le_bytes(*b));
+        // `bit % 8 + k <= 63`: the word lies inside the 8 bytes.
+        *d = W::from_u64((v >> (bit % 8)) & m);
+    }
 }
 
 /// Unpacks groups of 8 words of `K` (1..=16) bits from `K` bytes each.
@@ -145,6 +177,23 @@ mod tests {
                     decode(&p, 8, &mut out).unwrap();
                     assert_eq!(out, v8, "u8 k {k} n {n}");
                 }
+            }
+        }
+    }
+
+    /// Wide fields in 64-bit words: the generic path (up to 56 bits, groups whose
+    /// 8-byte loads fit) and the word-by-word tail and widths above it.
+    #[test]
+    fn round_trips_wide_fields() {
+        for k in [17u32, 23, 31, 32, 33, 52, 55, 56, 57, 63, 64] {
+            for n in [1usize, 8, 9, 16, 17, 24, 25, 100] {
+                let vals: Vec<u64> = (0..n as u64)
+                    .map(|i| i.wrapping_mul(0x9E37_79B9_7F4A_7C15).rotate_left(13) & mask(k as u8))
+                    .collect();
+                let p = encode(&vals, 64);
+                let mut out = alloc::vec![0u64; n];
+                decode(&p, 64, &mut out).unwrap();
+                assert_eq!(out, vals, "k {k} n {n}");
             }
         }
     }

@@ -476,22 +476,33 @@ pub fn encode<W: Word>(symbols: &[W], width: u8, k: u8) -> Option<Vec<u8>> {
     Some(out)
 }
 
-/// Slot entries of a table: `symbol << 32 | freq << 16 | (slot - start)`.
-pub(super) fn fill_slots(t: &Table, entries: &mut Vec<u64>) -> Result<()> {
-    let base = entries.len();
-    let mut start = 0u64;
-    for (&s, &f) in t.syms.iter().zip(&t.freqs) {
-        for b in 0..u64::from(f) {
-            entries.push(u64::from(s) << 32 | u64::from(f) << 16 | b);
+/// The low parts' tables, by slot: `freq << 16 | (slot - start)` of the symbol
+/// owning it, and apart (off the critical path, and keeping the hot part at four
+/// bytes a slot) the symbol.
+struct LowSlots<W> {
+    fb: Vec<u32>,
+    syms: Vec<W>,
+}
+
+impl<W: Word> LowSlots<W> {
+    /// Appends the slots of a table; returns where they start.
+    fn push(&mut self, t: &Table) -> Result<u32> {
+        let base = self.fb.len();
+        let mut start = 0u64;
+        for (&s, &f) in t.syms.iter().zip(&t.freqs) {
+            // `f < 2^16` unless it is a one-symbol table's 1.
+            self.fb.extend((0..f).map(|b| f << 16 | b));
+            self.syms
+                .resize(self.syms.len() + f as usize, W::from_u64(u64::from(s)));
+            start += u64::from(f);
         }
-        start += u64::from(f);
+        if start != t.slots() || self.fb.len() - base != t.slots() as usize {
+            return Err(FormatError::Corrupt {
+                what: "ctx frequency table (does not sum to 2^scale_bits)",
+            });
+        }
+        Ok(base as u32)
     }
-    if start != t.slots() || entries.len() - base != t.slots() as usize {
-        return Err(FormatError::Corrupt {
-            what: "ctx frequency table (does not sum to 2^scale_bits)",
-        });
-    }
-    Ok(())
 }
 
 /// Decodes `out.len()` words of `width` bits from a payload made by [`encode`].
@@ -557,60 +568,210 @@ pub fn decode<W: Word>(payload: &[u8], width: u8, out: &mut [W]) -> Result<()> {
     }
     let table_end = 1 + br.finish()?;
 
-    // Slot entries: the H table first, then the fallback, then own tables.
-    let mut entries: Vec<u64> = Vec::with_capacity(budget as usize);
-    fill_slots(&h, &mut entries)?;
-    // (base, scale) by context; contexts that never occur point at entry 0.
-    let mut ctx = vec![(0u32, 0u32); 1usize << k];
-    let fb_base = entries.len() as u32;
-    if let Some(fb) = &fallback {
-        fill_slots(fb, &mut entries)?;
-    }
-    for (&hs, o) in h.syms.iter().zip(&own) {
-        ctx[hs as usize] = match o {
-            Some(t) => {
-                let base = entries.len() as u32;
-                fill_slots(t, &mut entries)?;
-                (base, t.scale)
-            }
-            None => (fb_base, fallback.as_ref().map_or(0, |t| t.scale)),
+    // The low parts' slot entries: the fallback table first, then the own tables.
+    let mut low = LowSlots {
+        fb: Vec::with_capacity(budget as usize),
+        syms: Vec::with_capacity(budget as usize),
+    };
+    let fb = match &fallback {
+        Some(t) => LowTable::new(low.push(t)?, t.scale),
+        None => LowTable::default(),
+    };
+    // Per `H` symbol (by position): its step and its context's table.
+    let mut info = Vec::with_capacity(h.syms.len());
+    let mut start = 0u32;
+    for ((&hs, &f), o) in h.syms.iter().zip(&h.freqs).zip(&own) {
+        let low = match o {
+            Some(t) => LowTable::new(low.push(t)?, t.scale),
+            None => fb,
         };
+        info.push(HighSym {
+            f,
+            start,
+            out: hs << lb,
+            low,
+        });
+        start += f;
     }
+    if u64::from(start) != h.slots() {
+        return Err(FormatError::Corrupt {
+            what: "ctx frequency table (does not sum to 2^scale_bits)",
+        });
+    }
+    let (x, body) = read_states(&payload[table_end..], out.len(), &STREAM_ERRORS)?;
+    // Slot -> position of the `H` symbol owning it, in a byte where that suffices
+    // (2^14 slots in 16 KiB, which stays in L1 next to the low tables).
+    if h.syms.len() <= 256 {
+        run::<W, u8>(&h, &info, &low, x, body, out)
+    } else {
+        run::<W, u16>(&h, &info, &low, x, body, out)
+    }
+}
 
-    let (mut x, body) = read_states(&payload[table_end..], out.len(), &STREAM_ERRORS)?;
-
-    let h_scale = h.scale;
-    let h_mask = (1u32 << h_scale) - 1;
-    let h_entries = &entries[..h.slots() as usize];
+/// Builds the `H` slot table with `I` entries and decodes every word.
+fn run<W: Word, I: Word>(
+    h: &Table,
+    info: &[HighSym],
+    low: &LowSlots<W>,
+    mut x: [u32; LANES],
+    body: &[u8],
+    out: &mut [W],
+) -> Result<()> {
+    let mut slots = Vec::with_capacity(h.slots() as usize);
+    for (j, &f) in h.freqs.iter().enumerate() {
+        slots.resize(slots.len() + f as usize, I::from_u64(j as u64));
+    }
+    let t = Tables {
+        slots: &slots,
+        info,
+        fb: &low.fb,
+        low_syms: &low.syms,
+        h_scale: h.scale,
+        h_mask: (1u32 << h.scale) - 1,
+    };
     let mut pos = 0usize;
-    for (i, d) in out.iter_mut().enumerate() {
-        let l = i % LANES;
-        let xs = x[l];
-        let e = h_entries[(xs & h_mask) as usize];
-        let (hs, xs) = step(e, xs, h_scale, body, &mut pos);
-        let (base, scale) = ctx[hs as usize];
-        let e = entries[base as usize + (xs & ((1u32 << scale) - 1)) as usize];
-        let (ls, xs) = step(e, xs, scale, body, &mut pos);
+    let mut quads = out.chunks_exact_mut(LANES);
+    for q in &mut quads {
+        // A quad takes 8 rANS steps, so at most 8 renormalization words: with 16
+        // bytes left, they are read from that block without bounds checks; near
+        // the end, word by word.
+        match body.get(pos..).and_then(|b| b.first_chunk::<16>()) {
+            Some(block) => {
+                // Two halves of four steps, each taking at most 4 words: the words
+                // come from a register, shifted out as they are used.
+                let all = u128::from_le_bytes(*block);
+                let mut used = 0u32;
+                for half in 0..2 {
+                    let mut win = (all >> (16 * used)) as u64;
+                    for l in 2 * half..2 * half + 2 {
+                        let (w, xs) = t.word(x[l], |v| {
+                            // Selects, not shifts by a variable: the fewest cycles from
+                            // `v` to the state and the window (the critical path).
+                            let need = v < RANS_L;
+                            used += u32::from(need);
+                            let x = if need { v << 16 | (win as u32 & 0xffff) } else { v };
+                            win = if need { win >> 16 } else { win };
+                            x
+                        });
+                        x[l] = xs;
+                        q[l] = W::from_u64(u64::from(w));
+                    }
+                }
+                pos += 2 * used as usize;
+            }
+            None => {
+                for (l, d) in q.iter_mut().enumerate() {
+                    let (w, xs) = t.word(x[l], |v| renorm_at(v, body, &mut pos));
+                    x[l] = xs;
+                    *d = W::from_u64(u64::from(w));
+                }
+            }
+        }
+    }
+    for (l, d) in quads.into_remainder().iter_mut().enumerate() {
+        let (w, xs) = t.word(x[l], |v| renorm_at(v, body, &mut pos));
         x[l] = xs;
-        *d = W::from_u64(u64::from(hs) << lb | u64::from(ls));
+        *d = W::from_u64(u64::from(w));
     }
     check_end(&x, pos, body, &STREAM_ERRORS)
 }
 
-/// One rANS step with slot entry `e` (see [`fill_slots`]) of a table of `scale`
-/// bits: the symbol, and the state renormalized from the word stream (zeros past
-/// its end; `pos` still advances so [`check_end`] reports the overrun).
+/// Renormalizes `v` from the word stream at `pos` (zeros past its end; `pos` still
+/// advances so the overrun is reported).
 #[inline(always)]
-pub(super) fn step(e: u64, x: u32, scale: u32, body: &[u8], pos: &mut usize) -> (u32, u32) {
-    let f = ((e >> 16) & 0xffff) as u32;
-    let v = f.wrapping_mul(x >> scale).wrapping_add(e as u32 & 0xffff);
+fn renorm_at(v: u32, body: &[u8], pos: &mut usize) -> u32 {
     let need = v < RANS_L;
     let w = body
         .get(*pos..)
         .and_then(|b| b.first_chunk::<2>())
         .map_or(0, |b| u32::from(u16::from_le_bytes(*b)));
     *pos += 2 * usize::from(need);
-    ((e >> 32) as u32, if need { v << 16 | w } else { v })
+    if need {
+        v << 16 | w
+    } else {
+        v
+    }
+}
+
+/// Where a context's low-part table lies in the slot entries.
+#[derive(Clone, Copy, Default)]
+struct LowTable {
+    base: u32,
+    mask: u32,
+    scale: u32,
+}
+
+impl LowTable {
+    fn new(base: u32, scale: u32) -> Self {
+        LowTable {
+            base,
+            mask: (1u32 << scale) - 1,
+            scale,
+        }
+    }
+}
+
+/// An `H` symbol: its frequency and first slot, its part of the word
+/// (`symbol << lb`), and its context's table.
+#[derive(Clone, Copy)]
+struct HighSym {
+    f: u32,
+    start: u32,
+    out: u32,
+    low: LowTable,
+}
+
+/// The decoder's tables.
+struct Tables<'a, I, W> {
+    /// `H` slot -> position of its symbol in `info`.
+    slots: &'a [I],
+    info: &'a [HighSym],
+    /// Low parts' slots (see [`LowSlots`]).
+    fb: &'a [u32],
+    low_syms: &'a [W],
+    h_scale: u32,
+    h_mask: u32,
+}
+
+/// Marks a branch as unlikely.
+#[cold]
+fn cold() {}
+
+impl<I: Word, W: Word> Tables<'_, I, W> {
+    /// Decodes one word from state `x`: the `H` step, then its context's step,
+    /// each renormalized by `renorm` (which must return states of `2^16` and above
+    /// unchanged). Returns the word and the new state.
+    #[inline(always)]
+    fn word(&self, x: u32, mut renorm: impl FnMut(u32) -> u32) -> (u32, u32) {
+        // Every slot below 2^h_scale is filled, and every position is in `info`,
+        // so the fallbacks are never taken (they only spare a panic path).
+        let slot = x & self.h_mask;
+        let j = self.slots.get(slot as usize).map_or(0, |&j| j.to_u64() as usize);
+        let Some(hi) = self.info.get(j) else {
+            return (0, x);
+        };
+        // Cannot overflow: f * (x >> scale) + slot - start < f * 2^(32 - scale) <= 2^32.
+        let v =
+            hi.f.wrapping_mul(x >> self.h_scale)
+                .wrapping_add(slot)
+                .wrapping_sub(hi.start);
+        // A branch, not a select, and marked unlikely (each step renormalizes about
+        // one time in four or five): the low step's lookup then need not wait for
+        // the stream word, whose position depends on every step before it, across
+        // lanes. That chain, not the work, bounds a select-based decoder.
+        let x = if v < RANS_L {
+            cold();
+            renorm(v)
+        } else {
+            v
+        };
+        let lo = hi.low;
+        let i = lo.base as usize + (x & lo.mask) as usize;
+        let e = self.fb.get(i).copied().unwrap_or(0);
+        let ls = self.low_syms.get(i).map_or(0, |&s| s.to_u64() as u32);
+        let v = (e >> 16).wrapping_mul(x >> lo.scale).wrapping_add(e & 0xffff);
+        (hi.out | ls, renorm(v))
+    }
 }
 
 #[cfg(test)]

@@ -49,7 +49,7 @@
 use alloc::vec;
 use alloc::vec::Vec;
 
-use super::ctx::{fill_slots, plan_contexts, step, Table, MAX_SLOTS};
+use super::ctx::{plan_contexts, Table, MAX_SLOTS};
 use super::rans::{check_end, read_states, StreamErrors};
 use super::tables::{BitReader, BitWriter};
 use crate::error::{FormatError, Result};
@@ -208,6 +208,40 @@ impl Model {
             used,
         ))
     }
+}
+
+/// Slot entries of a table: `symbol << 32 | freq << 16 | (slot - start)`.
+fn fill_slots(t: &Table, entries: &mut Vec<u64>) -> Result<()> {
+    let base = entries.len();
+    let mut start = 0u64;
+    for (&s, &f) in t.syms.iter().zip(&t.freqs) {
+        for b in 0..u64::from(f) {
+            entries.push(u64::from(s) << 32 | u64::from(f) << 16 | b);
+        }
+        start += u64::from(f);
+    }
+    if start != t.slots() || entries.len() - base != t.slots() as usize {
+        return Err(FormatError::Corrupt {
+            what: "nbr frequency table (does not sum to 2^scale_bits)",
+        });
+    }
+    Ok(())
+}
+
+/// One rANS step with slot entry `e` (see [`fill_slots`]) of a table of `scale`
+/// bits: the symbol, and the state renormalized from the word stream (zeros past
+/// its end; `pos` still advances so [`check_end`] reports the overrun).
+#[inline(always)]
+fn step(e: u64, x: u32, scale: u32, body: &[u8], pos: &mut usize) -> (u32, u32) {
+    let f = ((e >> 16) & 0xffff) as u32;
+    let v = f.wrapping_mul(x >> scale).wrapping_add(e as u32 & 0xffff);
+    let need = v < RANS_L;
+    let w = body
+        .get(*pos..)
+        .and_then(|b| b.first_chunk::<2>())
+        .map_or(0, |b| u32::from(u16::from_le_bytes(*b)));
+    *pos += 2 * usize::from(need);
+    ((e >> 32) as u32, if need { v << 16 | w } else { v })
 }
 
 /// Words per lane: lane `l` holds words `l * q .. min((l + 1) * q, n)`.
