@@ -600,8 +600,10 @@ pub fn decode<W: Word>(payload: &[u8], width: u8, out: &mut [W]) -> Result<()> {
     }
     let (x, body) = read_states(&payload[table_end..], out.len(), &STREAM_ERRORS)?;
     // Slot -> position of the `H` symbol owning it, in a byte where that suffices
-    // (2^14 slots in 16 KiB, which stays in L1 next to the low tables).
-    if h.syms.len() <= 256 {
+    // (2^14 slots in 16 KiB, which stays in L1 next to the low tables). The wasm
+    // build keeps one instance (u16) of the loop: the package's size budget is
+    // tighter than its speed budget there.
+    if h.syms.len() <= 256 && !cfg!(target_arch = "wasm32") {
         run::<W, u8>(&h, &info, &low, x, body, out)
     } else {
         run::<W, u16>(&h, &info, &low, x, body, out)
