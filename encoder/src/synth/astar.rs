@@ -23,8 +23,9 @@
 //! The whole root as one literal is the fallback: it is expanded after every
 //! structured state, so its slow zstd trial knows the size it must beat (as in
 //! the menu search). The budget (expansions) comes from the effort; when it
-//! runs out, the best partial program is completed greedily. Effort 0 is all
-//! greedy: each hole takes the prior's most likely production.
+//! runs out, the best partial program is completed greedily. Effort 0 is
+//! greedy: the root's two most likely productions by the prior, every other
+//! hole its most likely one.
 
 use std::cmp::Ordering;
 use std::collections::{BinaryHeap, HashMap};
@@ -43,6 +44,9 @@ use super::{CandidateSearch, Hint, Synthesizer};
 
 /// Bytes per bit of prior cost in the priority.
 const LAMBDA: f64 = 1.0 / 256.0;
+
+/// Productions tried at the root at effort 0 (each completed greedily).
+const ROOT_TRIES: usize = 2;
 
 /// A* over the shared grammar, ordered by a learned prior.
 #[derive(Clone, Debug)]
@@ -79,7 +83,13 @@ impl AStarSearch {
     fn grammar(&self) -> Grammar {
         Grammar {
             effort: self.effort,
-            ctx: self.ctx,
+            // Effort 0 follows one path, so it can afford the ctx split the
+            // estimate ranks first (the menu only tries ctx from effort 1).
+            ctx_tries: match (self.ctx, self.effort) {
+                (false, _) => 0,
+                (true, 0 | 1) => 1,
+                (true, _) => 2,
+            },
         }
     }
 
@@ -299,6 +309,8 @@ impl Run<'_> {
     /// prior (the grammar's first on ties), falling back to a literal.
     fn greedy(&mut self, mut st: State) -> Option<State> {
         if let Some(p) = st.pending.take() {
+            self.expansions += 1;
+            super::count_candidate();
             let mut tried = st.clone();
             if self.apply(&mut tried, p, usize::MAX) {
                 st = tried;
@@ -366,7 +378,24 @@ impl AStarSearch {
             trace: Vec::new(),
         };
         let best = if self.effort == 0 || self.budget == 0 {
-            run.greedy(start)
+            // The root's two most likely productions, each completed greedily: one
+            // wrong guess at the root costs the most (int8 weights where the prior
+            // favours a delta), and the second path costs about as much as the first.
+            let root = start.open[0].clone();
+            let mut choices = run.choices(&root);
+            choices.sort_by(|a, b| a.1.total_cmp(&b.1));
+            let mut best: Option<State> = None;
+            for &(p, bits) in choices.iter().take(ROOT_TRIES) {
+                let mut st = start.clone();
+                st.pending = Some(p);
+                st.bits = bits;
+                if let Some(done) = run.greedy(st) {
+                    if best.as_ref().is_none_or(|b| done.g < b.g) {
+                        best = Some(done);
+                    }
+                }
+            }
+            best
         } else {
             self.astar(&mut run, start)
         };
@@ -476,8 +505,10 @@ impl Synthesizer for AStarSearch {
 
 /// Trains a prior: runs an exhaustive A* (no prior, effort 1, a large budget)
 /// on one chunk in `every` (chosen by a hash of its bytes, so the sample does
-/// not depend on thread timing) and counts the winning program's choices. The
-/// other chunks get a raw literal at once, which is all the pipeline needs.
+/// not depend on thread timing) and counts the winning program's choices, each
+/// weighted by the chunk's size (one per started 64 KiB: the prior should
+/// follow the bytes at stake, not the many tiny tensors). The other chunks get
+/// a raw literal at once, which is all the pipeline needs.
 pub struct PriorTrainer {
     search: AStarSearch,
     every: u64,
@@ -507,19 +538,188 @@ impl PriorTrainer {
 impl Synthesizer for PriorTrainer {
     fn synthesize(&self, root: &Stream, hint: Hint) -> Node {
         let mut bytes = Vec::with_capacity(root.mem_bytes());
-        let sampled = root.write_le_bytes(&mut bytes).is_ok() && chunk_checksum(&bytes) % self.every == 0;
+        let sampled = root.write_le_bytes(&mut bytes).is_ok() && chunk_checksum(&bytes).is_multiple_of(self.every);
         if !sampled {
             return super::lit::lit(root, brevis_format::wire::LitEncoding::Raw, 0)
                 .expect("raw applies to every stream");
         }
         let solved = self.search.solve(root, hint, true);
+        let weight = bytes.len().div_ceil(64 << 10).max(1) as u64;
         let mut c = PriorCounts::default();
         for (ctx, p) in &solved.trace {
-            c.add(ctx, *p);
+            c.add(ctx, *p, weight);
         }
         let mut lock = self.counts.lock().expect("trainer lock");
         lock.0.merge(c);
         lock.1 += 1;
         solved.node
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use brevis_decoder::decode_chunk;
+    use brevis_format::archive::ChunkRecord;
+    use brevis_format::program::{serialize, Limits};
+    use brevis_format::DType;
+
+    use super::*;
+    use crate::synth::productions::open;
+
+    /// Deterministic pseudo-random words.
+    fn rng(seed: u64) -> impl FnMut() -> u64 {
+        let mut x = seed;
+        move || {
+            x = x.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+            x >> 11
+        }
+    }
+
+    /// Small targets of every kind the search meets.
+    fn cases(n: usize) -> Vec<(Stream, Hint)> {
+        let mut r = rng(7);
+        let mut floats = |bits: u8, exp_bits: u8| -> Vec<u64> {
+            // Floats near zero: a few exponents, random mantissas and signs.
+            let mant = bits - 1 - exp_bits;
+            let bias = (1u64 << (exp_bits - 1)) - 1;
+            (0..n)
+                .map(|_| {
+                    let e = bias - 1 - r() % 3;
+                    let m = r() & ((1 << mant) - 1);
+                    ((r() & 1) << (bits - 1)) | (e << mant) | m
+                })
+                .collect()
+        };
+        let f32s = floats(32, 8);
+        let bf16 = floats(16, 8);
+        let f16 = floats(16, 5);
+        let f8 = floats(8, 4);
+        let mut r = rng(11);
+        let bytes: Vec<u64> = (0..n).map(|i| if i % 4 == 0 { 7 } else { r() % 256 }).collect();
+        let nibbles: Vec<u64> = (0..n).map(|_| r() % 3 * 16 + r() % 5).collect();
+        let ramp: Vec<u64> = (0..n as u64).map(|i| 1000 + 3 * i).collect();
+        let words16: Vec<u64> = (0..n).map(|i| if i % 2 == 0 { 0x3c00 } else { r() % 256 }).collect();
+        let rep: Vec<u64> = (0..n).map(|i| [5u64, 9, 200, 3][i % 4]).collect();
+        let s = |w: u8, v: &[u64]| Stream::from_u64s(w, v).unwrap();
+        vec![
+            (s(32, &f32s), Hint::Tensor(DType::F32)),
+            (s(16, &bf16), Hint::Tensor(DType::BF16)),
+            (s(16, &f16), Hint::Tensor(DType::F16)),
+            (s(8, &f8), Hint::Tensor(DType::F8E4M3)),
+            (s(32, &ramp), Hint::Tensor(DType::I32)),
+            (s(8, &bytes), Hint::Opaque),
+            (s(16, &bf16), Hint::Opaque),
+            (s(8, &nibbles), Hint::Nibbles),
+            (s(16, &words16), Hint::Records(4)),
+            (s(8, &rep), Hint::Tensor(DType::U8)),
+            (s(16, &vec![0x3c00; n]), Hint::Tensor(DType::F16)),
+        ]
+    }
+
+    /// The best completion of a hole over the whole grammar, by brute force,
+    /// checking at every hole that the A* bound does not exceed it.
+    fn exhaustive(run: &mut Run<'_>, s: &Stream, role: Role, depth: u32) -> usize {
+        let mut best = usize::MAX;
+        for p in productions(s, role, &run.grammar, depth) {
+            let size = if p.closes() {
+                let hole = run.hole(s.clone(), role, depth, None);
+                run.close(p, &hole, usize::MAX).map(|n| serialized_size(&n))
+            } else {
+                open(p, s, role).map(|o| {
+                    let k = o.children.len();
+                    o.shape.header_bytes(k)
+                        + o.children
+                            .iter()
+                            .map(|(c, r)| exhaustive(run, c, *r, depth + 1))
+                            .sum::<usize>()
+                })
+            };
+            if let Some(size) = size {
+                best = best.min(size);
+            }
+        }
+        let h = hole_lower_bound(s.len() as u64, super::super::lit::constant(s).is_some());
+        assert!(h <= best, "h = {h} > best completion {best} for {role:?}");
+        best
+    }
+
+    fn decodes_to(node: &Node, s: &Stream) {
+        let mut bytes = Vec::new();
+        s.write_le_bytes(&mut bytes).unwrap();
+        let body = ChunkRecord::body(bytes.len() as u64, chunk_checksum(&bytes), s.width(), &serialize(node));
+        assert_eq!(decode_chunk(&body, &Limits::default()).unwrap(), bytes, "{node}");
+    }
+
+    #[test]
+    fn lower_bound_is_admissible_and_astar_finds_the_exhaustive_best() {
+        for n in [1usize, 5, 24, 48] {
+            for (s, hint) in cases(n) {
+                let search = AStarSearch {
+                    prior: None,
+                    ..AStarSearch::with_effort(1)
+                };
+                let mut run = Run {
+                    search: &search,
+                    grammar: search.grammar(),
+                    trace: false,
+                    memo: HashMap::new(),
+                    expansions: 0,
+                    holes: 0,
+                };
+                let best = exhaustive(&mut run, &s, Role::Root(hint), 0);
+                let solved = search.solve(&s, hint, false);
+                assert_eq!(solved.size, best, "{hint:?} n={n}: {}", solved.node);
+            }
+        }
+    }
+
+    #[test]
+    fn every_program_decodes_and_sizes_are_exact() {
+        let prior = Arc::new(Prior::default_prior());
+        for n in [3usize, 64, 700] {
+            for (s, hint) in cases(n) {
+                for effort in 0..=2 {
+                    for p in [None, Some(prior.clone())] {
+                        for ctx in [true, false] {
+                            let search = AStarSearch {
+                                prior: p.clone(),
+                                ctx,
+                                ..AStarSearch::with_effort(effort)
+                            };
+                            let solved = search.solve(&s, hint, true);
+                            assert_eq!(solved.size, serialized_size(&solved.node));
+                            assert_eq!(solved.size, serialize(&solved.node).len());
+                            decodes_to(&solved.node, &s);
+                            if effort == 0 {
+                                assert!(!solved.trace.is_empty());
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn a_tiny_budget_still_completes() {
+        for (s, hint) in cases(300) {
+            let search = AStarSearch {
+                budget: 2,
+                ..AStarSearch::with_effort(1)
+            };
+            let solved = search.solve(&s, hint, false);
+            assert_eq!(solved.size, serialized_size(&solved.node));
+            decodes_to(&solved.node, &s);
+        }
+    }
+
+    #[test]
+    fn default_effort_matches_the_menu_on_small_floats() {
+        // Same grammar and policies: A* at effort 1 is never larger than the menu.
+        for (s, hint) in cases(2000) {
+            let a = AStarSearch::with_effort(1).solve(&s, hint, false).size;
+            let m = serialized_size(&CandidateSearch::with_effort(1).synthesize(&s, hint));
+            assert!(a <= m, "{hint:?}: astar {a} > menu {m}");
+        }
     }
 }

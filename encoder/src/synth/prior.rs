@@ -38,6 +38,9 @@ pub struct Features {
     pub zeros: u8,
     /// Distinct words per sampled word: 0 under 1%, 1 under 10%, 2 under 50%, 3 the rest.
     pub distinct: u8,
+    /// Length: 0 under 4 Ki words, 1 under 64 Ki, 2 under 1 Mi, 3 the rest
+    /// (table costs weigh on short streams, not on long ones).
+    pub size: u8,
 }
 
 impl Features {
@@ -49,6 +52,7 @@ impl Features {
                 entropy: 0,
                 zeros: 0,
                 distinct: 0,
+                size: 0,
             };
         }
         let step = n.div_ceil(FEATURE_SAMPLE).max(1);
@@ -77,6 +81,12 @@ impl Features {
                 2
             } else {
                 3
+            },
+            size: match n {
+                0..4096 => 0,
+                4096..65536 => 1,
+                65536..1048576 => 2,
+                _ => 3,
             },
             distinct: if dr < 0.01 {
                 0
@@ -125,8 +135,8 @@ impl Context {
         let f = &self.features;
         [
             format!(
-                "{}|{}|{}|{}|e{}z{}d{}",
-                self.role, self.width, self.parent, self.depth, f.entropy, f.zeros, f.distinct
+                "{}|{}|{}|{}|e{}z{}d{}n{}",
+                self.role, self.width, self.parent, self.depth, f.entropy, f.zeros, f.distinct, f.size
             ),
             format!("{}|{}|{}", self.role, self.width, self.parent),
             self.role.clone(),
@@ -157,10 +167,10 @@ pub struct PriorCounts {
 }
 
 impl PriorCounts {
-    /// Counts one win of `prod` in `ctx`, at every back-off level.
-    pub fn add(&mut self, ctx: &Context, prod: Prod) {
+    /// Counts `weight` wins of `prod` in `ctx`, at every back-off level.
+    pub fn add(&mut self, ctx: &Context, prod: Prod, weight: u64) {
         for key in ctx.keys() {
-            *self.contexts.entry(key).or_default().entry(prod.name()).or_default() += 1;
+            *self.contexts.entry(key).or_default().entry(prod.name()).or_default() += weight;
         }
     }
 
@@ -271,10 +281,8 @@ mod tests {
         let s = Stream::from_u64s(8, &(0..1000u64).map(|i| i % 7).collect::<Vec<_>>()).unwrap();
         let ctx = Context::new(Role::Field(super::super::productions::LitMode::Entropy), &s, None, 1);
         let mut c = PriorCounts::default();
-        for _ in 0..9 {
-            c.add(&ctx, Prod::Lit);
-        }
-        c.add(&ctx, Prod::Split8);
+        c.add(&ctx, Prod::Lit, 9);
+        c.add(&ctx, Prod::Split8, 1);
         let text = serde_json::to_string(&c.to_file(vec![])).unwrap();
         let prior = Prior::parse(&text).unwrap();
         let choices = [Prod::Split8, Prod::Lit, Prod::Const];

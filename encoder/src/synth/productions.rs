@@ -128,7 +128,8 @@ impl Prod {
             Prod::Fields2(..) => "fields2".into(),
             Prod::RotExp(_) => "rotexp".into(),
             Prod::ExpBytes(_) => "expbytes".into(),
-            Prod::CtxSplit(_, t) => format!("ctxsplit{t}"),
+            // The split point comes from the estimate, so the prior judges the kind.
+            Prod::CtxSplit(..) => "ctxsplit".into(),
             Prod::Bytes => "bytes".into(),
             Prod::Nib => "nib".into(),
             Prod::Quads => "quads".into(),
@@ -149,11 +150,11 @@ impl Prod {
 /// Which productions the grammar offers (the search's effort and switches).
 #[derive(Clone, Copy, Debug)]
 pub struct Grammar {
-    /// Search effort (0 fastest): ctx splits from 1, two of them from 2;
-    /// `Repeat` from 1.
+    /// Search effort (0 fastest): `Repeat` from 1.
     pub effort: u32,
-    /// Offer context-coded literals (`Lit.ctx`).
-    pub ctx: bool,
+    /// How many context-coded splits of a float to offer (best estimates
+    /// first; 0: none). `Lit.ctx` is off altogether when this is 0.
+    pub ctx_tries: usize,
 }
 
 /// The operator a production puts above its children; [`Shape::build`]
@@ -255,9 +256,9 @@ pub fn productions(s: &Stream, role: Role, g: &Grammar, depth: u32) -> Vec<Prod>
         if w.is_multiple_of(8) && w >= 16 {
             out.push(Prod::RotExp(exp));
         }
-        if g.ctx && g.effort >= 1 {
+        if g.ctx_tries > 0 {
             let k = 1 + exp;
-            for t in ctx_choices(s, exp, mant, if g.effort >= 2 { 2 } else { 1 }) {
+            for t in ctx_choices(s, exp, mant, g.ctx_tries) {
                 out.push(if t == mant { Prod::Ctx(k) } else { Prod::CtxSplit(k, t) });
             }
         }

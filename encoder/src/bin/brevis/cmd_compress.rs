@@ -36,7 +36,7 @@ pub struct Args {
     #[arg(long)]
     no_ctx: bool,
     /// Write a JSON report of the search: per tensor its programs, bytes,
-    /// candidates compared and search time; per run how often each operator
+    /// candidates compared (menu) or productions expanded (astar) and search time; per run how often each operator
     /// and literal encoding was used, and the fallback rates.
     #[arg(long, value_name = "FILE.json")]
     report: Option<PathBuf>,
