@@ -203,6 +203,9 @@ struct Run<'a> {
     grammar: Grammar,
     trace: bool,
     memo: HashMap<LeafKey, (Arc<Node>, usize)>,
+    /// Choices per hole id: several states reach the same hole, and the
+    /// grammar's ctx estimates are not free (a pass over the stream per split).
+    choices: HashMap<u64, Vec<(Prod, f64)>>,
     expansions: usize,
     holes: u64,
 }
@@ -223,13 +226,18 @@ impl Run<'_> {
     }
 
     /// The productions at `hole` with their prior costs in bits.
-    fn choices(&self, hole: &Hole) -> Vec<(Prod, f64)> {
+    fn choices(&mut self, hole: &Hole) -> Vec<(Prod, f64)> {
+        if let Some(c) = self.choices.get(&hole.id) {
+            return c.clone();
+        }
         let prods = productions(&hole.s, hole.role, &self.grammar, hole.depth);
         let costs = match (&self.search.prior, &hole.ctx) {
             (Some(p), Some(c)) if prods.len() > 1 => p.costs(c, &prods),
             _ => vec![0.0; prods.len()],
         };
-        prods.into_iter().zip(costs).collect()
+        let c: Vec<(Prod, f64)> = prods.into_iter().zip(costs).collect();
+        self.choices.insert(hole.id, c.clone());
+        c
     }
 
     /// The leaf `p` closes `hole` with (`None` when it does not apply).
@@ -365,6 +373,7 @@ impl AStarSearch {
             grammar: self.grammar(),
             trace,
             memo: HashMap::new(),
+            choices: HashMap::new(),
             expansions: 0,
             holes: 0,
         };
@@ -663,6 +672,7 @@ mod tests {
                     grammar: search.grammar(),
                     trace: false,
                     memo: HashMap::new(),
+                    choices: HashMap::new(),
                     expansions: 0,
                     holes: 0,
                 };
