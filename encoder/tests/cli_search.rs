@@ -56,6 +56,23 @@ fn every_search_switch_round_trips_and_reports_candidates() {
         d,
     );
     assert!(!o.status.success());
-    let o = brevis(&["compress", "model.safetensors", "-q", "-f", "--prior", "none"], d);
+    let o = brevis(
+        &[
+            "compress",
+            "model.safetensors",
+            "-q",
+            "-f",
+            "--search",
+            "menu",
+            "--prior",
+            "none",
+        ],
+        d,
+    );
     assert!(!o.status.success());
+    // The default search is A*, and takes --prior.
+    ok(&brevis(
+        &["compress", "model.safetensors", "-q", "-f", "--prior", "none"],
+        d,
+    ));
 }

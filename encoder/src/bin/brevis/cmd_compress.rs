@@ -23,10 +23,11 @@ pub struct Args {
     /// Search effort: 0 fastest, 1 default, 2 tries more.
     #[arg(long, default_value_t = 1)]
     effort: u32,
-    /// The synthesizer: `menu` (a fixed menu of decompositions per dtype, every
-    /// candidate built) or `astar` (best-first over the same grammar, ordered
-    /// by the prior, bounded by the effort).
-    #[arg(long, value_enum, default_value_t = SearchKind::Menu)]
+    /// The synthesizer: `astar` (best-first over the grammar, ordered by the
+    /// prior, bounded by the effort; the default: same archives as the menu at
+    /// efforts 1 and 2, in less time) or `menu` (a fixed menu of decompositions
+    /// per dtype, every candidate built).
+    #[arg(long, value_enum, default_value_t = SearchKind::Astar)]
     search: SearchKind,
     /// The production prior for `--search astar`: a file written by `brevis
     /// train-prior`, or `none` (uniform). Default: the prior shipped with brevis.
