@@ -1,17 +1,13 @@
 //! The first-cut synthesizer: a fixed menu of decompositions per dtype, each
 //! child solved recursively, the smallest exact candidate kept.
 
-use brevis_format::ops::{interleave, MapOp, MergeOp, ScanOp};
+use brevis_format::ops::{MapOp, MergeOp, ScanOp};
 use brevis_format::program::{serialized_size, Node};
-use brevis_format::stream::{Stream, Words};
-use brevis_format::wire::{ctx, LitEncoding};
-use brevis_format::with_words_mut;
+use brevis_format::stream::Stream;
 
 use super::lit::{best_lit, best_lit_below, constant, leaf, LitPolicy};
+use super::productions::{self as prods, ctx_lit, mostly_repeated_words, MAX_FIELD};
 use super::{Hint, Synthesizer};
-
-/// Widest field the entropy coders take; wider fields are split further.
-const MAX_FIELD: u8 = 16;
 
 /// Tries the sensible decompositions for each dtype and keeps the smallest.
 #[derive(Clone, Debug)]
@@ -20,6 +16,8 @@ pub struct CandidateSearch {
     pub lit: LitPolicy,
     /// 0: fastest menu; 1: default; 2+: more candidates (zstd everywhere, more scans).
     pub effort: u32,
+    /// Try context-coded literals (`Lit.ctx`); `false` for ablations.
+    pub ctx: bool,
 }
 
 impl Default for CandidateSearch {
@@ -30,6 +28,7 @@ impl Default for CandidateSearch {
                 zstd_retry_within: 1.08,
             },
             effort: 1,
+            ctx: true,
         }
     }
 }
@@ -48,6 +47,7 @@ impl CandidateSearch {
                 zstd_retry_within: 1.08,
             },
             effort,
+            ctx: true,
         }
     }
 
@@ -86,12 +86,9 @@ impl CandidateSearch {
         if s.width() <= MAX_FIELD {
             return best_lit(s, policy);
         }
-        let w = s.width();
-        let mut widths = vec![8u8; usize::from(w / 8)];
-        if !w.is_multiple_of(8) {
-            widths.insert(0, w % 8);
-        }
-        let split = self.merge(s, MergeOp::Fields(widths), |c| self.field(c, policy));
+        let split = self.merge(s, MergeOp::Fields(prods::split8_widths(s.width())), |c| {
+            self.field(c, policy)
+        });
         // The split bounds the literal: slow zstd levels are skipped unless they can beat it.
         let bound = split.as_ref().map(serialized_size).unwrap_or(usize::MAX);
         let mut best = best_lit_below(s, policy, bound);
@@ -139,19 +136,10 @@ impl CandidateSearch {
         // Exponent alone in the top bits after rotating the sign to the bottom
         // (ZipNN's byte grouping for BF16 and FP32).
         if w.is_multiple_of(8) && w >= 16 {
-            let mut rot = s.clone().into_words();
             let op = MapOp::RotateLeft(1);
-            with_words_mut!(&mut rot, r => op.invert(w, r));
-            if let Ok(rs) = Stream::new(w, rot) {
+            if let Some(rs) = prods::rotate_sign_down(s) {
                 // Exponent first, then the rest in byte-aligned pieces.
-                let mut fields = vec![exp];
-                let mut rest = w - exp;
-                while rest > 0 {
-                    let f = if rest.is_multiple_of(8) { 8 } else { rest % 8 };
-                    fields.push(f);
-                    rest -= f;
-                }
-                if let Some(inner) = self.merge(&rs, MergeOp::Fields(fields), solve) {
+                if let Some(inner) = self.merge(&rs, MergeOp::Fields(prods::exp_byte_fields(w, exp)), solve) {
                     keep_smaller(
                         best,
                         Node::Map {
@@ -162,7 +150,7 @@ impl CandidateSearch {
                 }
             }
         }
-        if self.effort >= 1 {
+        if self.effort >= 1 && self.ctx {
             self.ctx_candidates(s, exp, mant, best);
         }
     }
@@ -174,30 +162,11 @@ impl CandidateSearch {
     /// floats). The `t` with the smallest estimate (two at effort 2) is built exactly.
     fn ctx_candidates(&self, s: &Stream, exp: u8, mant: u8, best: &mut Node) {
         let k = 1 + exp;
-        let w = s.width();
-        if k >= 16 || mant == 0 || w != k + mant {
-            return;
-        }
         let policy = self.entropy_only();
-        let mut ests: Vec<(f64, u8)> = Vec::new();
-        for t in 1..=mant.min(16 - k) {
-            let est = if t == mant {
-                ctx_estimate(s, k)
-            } else {
-                MergeOp::Fields(vec![k + t, mant - t])
-                    .split(s)
-                    .ok()
-                    .and_then(|p| Some(ctx_estimate(&p[0], k)? + field_estimate(&p[1])))
-            };
-            if let Some(e) = est {
-                ests.push((e, t));
-            }
-        }
-        ests.sort_by(|a, b| a.0.total_cmp(&b.0));
         // The estimate is close (tables exact, data within a fraction of a percent):
         // only effort 2 and up pay for building the runner-up too.
         let tries = if self.effort >= 2 { 2 } else { 1 };
-        for &(_, t) in ests.iter().take(tries) {
+        for t in prods::ctx_choices(s, exp, mant, tries) {
             let node = if t == mant {
                 ctx_lit(s, k)
             } else {
@@ -224,13 +193,9 @@ impl CandidateSearch {
             }
         }
         // Differences from the previous word (ramps, position ids, sorted ids).
-        let mut d = s.clone().into_words();
-        with_words_mut!(&mut d, x => ScanOp::Add.invert(w, 1, x));
-        if let Ok(ds) = Stream::new(w, d) {
+        if let Some(ds) = prods::delta_residuals(s) {
             let child = if signed || w > 8 {
-                let mut z = ds.clone().into_words();
-                with_words_mut!(&mut z, x => MapOp::ZigZag.invert(w, x));
-                Stream::new(w, z).ok().map(|zs| Node::Map {
+                prods::zigzag_inverse(&ds).map(|zs| Node::Map {
                     op: MapOp::ZigZag,
                     child: Box::new(self.field(&zs, &policy)),
                 })
@@ -256,22 +221,13 @@ impl CandidateSearch {
     /// Smallest period `p < n` with `s = Repeat[n/p](s[..p])`, checked for a few
     /// repeat counts.
     fn repeat(&self, s: &Stream, hint: Hint) -> Option<Node> {
+        let times = prods::repeat_times(s)?;
         let words = s.to_u64s();
-        let n = words.len();
-        for times in [2usize, 3, 4, 8, 16, 32, 64] {
-            if n < times * 2 || !n.is_multiple_of(times) {
-                continue;
-            }
-            let p = n / times;
-            if words.chunks_exact(p).all(|c| c == &words[..p]) {
-                let head = Stream::from_u64s(s.width(), &words[..p]).ok()?;
-                return Some(Node::Repeat {
-                    times: times as u64,
-                    child: Box::new(self.synthesize(&head, hint)),
-                });
-            }
-        }
-        None
+        let head = Stream::from_u64s(s.width(), &words[..words.len() / times as usize]).ok()?;
+        Some(Node::Repeat {
+            times,
+            child: Box::new(self.synthesize(&head, hint)),
+        })
     }
 }
 
@@ -280,21 +236,13 @@ impl CandidateSearch {
     /// column coded on its own: `Interleave(col_0, …, col_{R-1})`, plus a
     /// `Concat` with the tail when the length is not a multiple of `R`.
     fn columns(&self, s: &Stream) -> Option<Node> {
-        let Words::U8(bytes) = s.words() else { return None };
-        let r = crate::containers::plain::record_len(bytes)?;
-        let body = bytes.len() / r * r;
+        let (cols, tail) = prods::columns(s)?;
         let policy = self.lit;
-        let cols = interleave::split(&bytes[..body], r);
-        let children = cols
-            .into_iter()
-            .map(|c| leaf(&Stream::new(8, Words::U8(c)).expect("bytes are 8-bit words"), &policy))
-            .collect();
-        let node = Node::Interleave(children);
-        if body == bytes.len() {
-            return Some(node);
+        let node = Node::Interleave(cols.iter().map(|c| leaf(c, &policy)).collect());
+        match tail {
+            None => Some(node),
+            Some(t) => Some(Node::Concat(vec![node, leaf(&t, &policy)])),
         }
-        let tail = Stream::new(8, Words::U8(bytes[body..].to_vec())).ok()?;
-        Some(Node::Concat(vec![node, leaf(&tail, &policy)]))
     }
 }
 
@@ -304,44 +252,12 @@ impl CandidateSearch {
     /// `r / word bytes` columns, each solved by [`Self::record_column`], plus a
     /// `Concat` with the tail when the length is not whole records.
     fn records(&self, s: &Stream, r: usize) -> Option<Node> {
-        let wb = match s.words() {
-            Words::U8(_) if s.width() == 8 => 1,
-            Words::U16(_) if s.width() == 16 => 2,
-            _ => return None,
-        };
-        if !r.is_multiple_of(wb) {
-            return None;
+        let (cols, tail) = prods::records(s, r)?;
+        let node = Node::Interleave(cols.iter().map(|c| self.record_column(c)).collect());
+        match tail {
+            None => Some(node),
+            Some(t) => Some(Node::Concat(vec![node, leaf(&t, &self.fields_policy())])),
         }
-        let k = r / wb;
-        if !(2..=4096).contains(&k) || s.len() < k {
-            return None;
-        }
-        let body = s.len() / k * k;
-        let (cols, tail) = match s.words() {
-            Words::U8(w) => (
-                interleave::split(&w[..body], k)
-                    .into_iter()
-                    .map(Words::U8)
-                    .collect::<Vec<_>>(),
-                Words::U8(w[body..].to_vec()),
-            ),
-            Words::U16(w) => (
-                interleave::split(&w[..body], k).into_iter().map(Words::U16).collect(),
-                Words::U16(w[body..].to_vec()),
-            ),
-            _ => return None,
-        };
-        let children = cols
-            .into_iter()
-            .map(|c| Stream::new(s.width(), c).map(|c| self.record_column(&c)))
-            .collect::<Result<Vec<_>, _>>()
-            .ok()?;
-        let node = Node::Interleave(children);
-        if body == s.len() {
-            return Some(node);
-        }
-        let tail = Stream::new(s.width(), tail).ok()?;
-        Some(Node::Concat(vec![node, leaf(&tail, &self.fields_policy())]))
     }
 
     /// One column of records: bytes as bytes or as two nibbles (packed
@@ -380,70 +296,6 @@ impl CandidateSearch {
         let policy = self.fields_policy();
         self.merge(s, MergeOp::Fields(vec![4, 4]), |x| self.field(x, &policy))
     }
-}
-
-/// Words sampled by [`mostly_repeated_words`].
-const DISTINCT_SAMPLE: usize = 1 << 16;
-
-/// True when fewer than half the words of a sample (the first 64 Ki words)
-/// are distinct and they are few for the width (below `2^(width/2)`): a small
-/// vocabulary, not just a narrow type (a BF16 tensor of 64 Ki words has only a
-/// few thousand distinct values, yet zstd -19 never wins there).
-fn mostly_repeated_words(s: &Stream) -> bool {
-    let n = s.len().min(DISTINCT_SAMPLE);
-    if n < 64 {
-        return false;
-    }
-    let mut words: Vec<u64> =
-        brevis_format::with_words!(s.words(), w => w[..n].iter().map(|x| brevis_format::Word::to_u64(*x)).collect());
-    words.sort_unstable();
-    words.dedup();
-    words.len() * 2 < n && (words.len() as u64) < 1u64 << (s.width() / 2)
-}
-
-/// `s` as one `Lit.ctx` split at `k`, if the encoding applies.
-fn ctx_lit(s: &Stream, k: u8) -> Option<Node> {
-    let payload = match s.words() {
-        Words::U8(w) => ctx::encode(w, s.width(), k)?,
-        Words::U16(w) => ctx::encode(w, s.width(), k)?,
-        _ => return None,
-    };
-    Some(Node::Lit {
-        width: s.width(),
-        count: s.len() as u64,
-        encoding: LitEncoding::Ctx,
-        payload,
-    })
-}
-
-/// Estimated bytes of `s` as a `Lit.ctx` split at `k`.
-fn ctx_estimate(s: &Stream, k: u8) -> Option<f64> {
-    match s.words() {
-        Words::U8(w) => ctx::estimate(w, s.width(), k),
-        Words::U16(w) => ctx::estimate(w, s.width(), k),
-        _ => None,
-    }
-}
-
-/// Rough bytes of a field coded on its own: the smaller of packed bits and the
-/// order-0 entropy plus about a byte and a half of table per symbol (16 bits and
-/// below); packed bits above.
-fn field_estimate(s: &Stream) -> f64 {
-    let n = s.len() as f64;
-    let packed = n * f64::from(s.width()) / 8.0;
-    if s.width() > 16 {
-        return packed;
-    }
-    let mut counts = vec![0u64; 1usize << s.width()];
-    brevis_format::with_words!(s.words(), w => for x in w.iter() {
-        counts[brevis_format::Word::to_u64(*x) as usize] += 1;
-    });
-    let (mut bits, mut syms) = (0.0, 0usize);
-    for &c in counts.iter().filter(|&&c| c > 0) {
-        bits += c as f64 * (n / c as f64).log2();
-        syms += 1;
-    }
-    packed.min(bits / 8.0 + 1.5 * syms as f64)
 }
 
 fn keep_smaller(best: &mut Node, cand: Node) {

@@ -2,23 +2,30 @@
 //!
 //! The seam is [`Synthesizer`]: given a chunk's root stream and what the
 //! container knows about it ([`Hint`]), return a program whose output is exactly
-//! that stream. [`CandidateSearch`] is the first synthesizer: it expands the
+//! that stream. [`CandidateSearch`] (the menu) is the first synthesizer: it expands the
 //! decompositions that make sense for the dtype (float fields, byte planes,
 //! scans, constants), solves each child target recursively, and keeps the
 //! smallest candidate by exact serialized size. Every decomposition is
 //! target-directed: an operator's inverse splits the exact target into its
 //! children's exact targets, so every candidate rebuilds the chunk by
 //! construction (and the compressor still verifies it with the real decoder).
+//! [`AStarSearch`] searches the same grammar ([`productions`]) best-first,
+//! ordered by a learned [`Prior`].
 
 use brevis_format::program::Node;
 use brevis_format::stream::Stream;
 use brevis_format::DType;
 
+pub mod astar;
 pub mod candidates;
 pub mod lit;
+pub mod prior;
+pub mod productions;
 
+pub use astar::AStarSearch;
 pub use candidates::CandidateSearch;
 pub use lit::LitPolicy;
+pub use prior::Prior;
 
 std::thread_local! {
     static CANDIDATES: std::cell::Cell<u64> = const { std::cell::Cell::new(0) };

@@ -4,7 +4,7 @@ use std::path::PathBuf;
 
 use anyhow::{bail, Context, Result};
 use brevis_encoder::atomic::AtomicFile;
-use brevis_encoder::synth::CandidateSearch;
+use brevis_encoder::synth::{AStarSearch, CandidateSearch, Prior, Synthesizer};
 use brevis_encoder::{compress_files_with_base, CompressOptions, InputFile};
 
 use crate::common::{collect_inputs, human, load_base, map_file, progress, ratio};
@@ -23,8 +23,21 @@ pub struct Args {
     /// Search effort: 0 fastest, 1 default, 2 tries more.
     #[arg(long, default_value_t = 1)]
     effort: u32,
+    /// The synthesizer: `astar` (best-first over the grammar, ordered by the
+    /// prior, bounded by the effort; the default: same archives as the menu at
+    /// efforts 1 and 2, in less time) or `menu` (a fixed menu of decompositions
+    /// per dtype, every candidate built).
+    #[arg(long, value_enum, default_value_t = SearchKind::Astar)]
+    search: SearchKind,
+    /// The production prior for `--search astar`: a file written by `brevis
+    /// train-prior`, or `none` (uniform). Default: the prior shipped with brevis.
+    #[arg(long, value_name = "FILE|none")]
+    prior: Option<PathBuf>,
+    /// Never use context-coded literals (`Lit.ctx`), for ablations.
+    #[arg(long)]
+    no_ctx: bool,
     /// Write a JSON report of the search: per tensor its programs, bytes,
-    /// candidates compared and search time; per run how often each operator
+    /// candidates compared (menu) or productions expanded (astar) and search time; per run how often each operator
     /// and literal encoding was used, and the fallback rates.
     #[arg(long, value_name = "FILE.json")]
     report: Option<PathBuf>,
@@ -39,7 +52,46 @@ pub struct Args {
     no_dedup: bool,
 }
 
+/// Which synthesizer `--search` names.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum SearchKind {
+    /// `CandidateSearch`: the fixed menu.
+    Menu,
+    /// `AStarSearch`: bounded A* with the prior.
+    Astar,
+}
+
+/// The synthesizer the flags ask for.
+fn synthesizer(args: &Args) -> Result<Box<dyn Synthesizer>> {
+    if args.prior.is_some() && args.search != SearchKind::Astar {
+        bail!("--prior only applies to --search astar");
+    }
+    Ok(match args.search {
+        SearchKind::Menu => Box::new(CandidateSearch {
+            ctx: !args.no_ctx,
+            ..CandidateSearch::with_effort(args.effort)
+        }),
+        SearchKind::Astar => {
+            let prior = match args.prior.as_deref() {
+                None => Some(std::sync::Arc::new(Prior::default_prior())),
+                Some(p) if p.as_os_str() == "none" => None,
+                Some(p) => {
+                    let text = std::fs::read_to_string(p).with_context(|| format!("cannot read `{}`", p.display()))?;
+                    let prior = Prior::parse(&text).with_context(|| format!("`{}`", p.display()))?;
+                    Some(std::sync::Arc::new(prior))
+                }
+            };
+            Box::new(AStarSearch {
+                ctx: !args.no_ctx,
+                prior,
+                ..AStarSearch::with_effort(args.effort)
+            })
+        }
+    })
+}
+
 pub fn run(args: Args, quiet: bool) -> Result<()> {
+    let synth = synthesizer(&args)?;
     let sources = collect_inputs(&args.inputs)?;
     let output = match args.output {
         Some(o) => o,
@@ -76,9 +128,8 @@ pub fn run(args: Args, quiet: bool) -> Result<()> {
     let out =
         AtomicFile::create(&output, args.force).with_context(|| format!("cannot write `{}`", output.display()))?;
     let pb = progress(total, quiet, "compress");
-    let synth = CandidateSearch::with_effort(args.effort);
-    let recorder = crate::report::Recorder::new(&synth);
-    let search: &dyn brevis_encoder::synth::Synthesizer = if args.report.is_some() { &recorder } else { &synth };
+    let recorder = crate::report::Recorder::new(&*synth);
+    let search: &dyn Synthesizer = if args.report.is_some() { &recorder } else { &*synth };
     let started = std::time::Instant::now();
     let opts = CompressOptions {
         dedup: !args.no_dedup,

@@ -11,6 +11,7 @@ mod cmd_compress;
 mod cmd_decompress;
 mod cmd_demo;
 mod cmd_inspect;
+mod cmd_train_prior;
 mod common;
 mod report;
 
@@ -43,6 +44,8 @@ enum Command {
     Verify(cmd_decompress::VerifyArgs),
     /// The bundled round trip (the default with no command).
     Demo,
+    /// Learn the A* search's production prior from sample files.
+    TrainPrior(cmd_train_prior::Args),
 }
 
 /// Makes glibc's malloc keep freed memory for reuse instead of handing it back
@@ -83,6 +86,7 @@ fn main() -> ExitCode {
         Some(Command::Decompress(a)) => cmd_decompress::run(a, cli.quiet),
         Some(Command::Inspect(a)) => cmd_inspect::run(a),
         Some(Command::Verify(a)) => cmd_decompress::verify(a, cli.quiet),
+        Some(Command::TrainPrior(a)) => cmd_train_prior::run(a, cli.quiet),
         Some(Command::Demo) | None => cmd_demo::run(),
     };
     match result {

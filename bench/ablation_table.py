@@ -1,0 +1,36 @@
+"""Formats bench/ablation.sh's raw results (config, file, bytes, wall s, CPU s) as Markdown."""
+import datetime
+import sys
+from collections import OrderedDict
+
+raw, githash, command = sys.argv[1], sys.argv[2], sys.argv[3]
+rows = OrderedDict()
+files = []
+for line in open(raw):
+    cfg, f, size, wall, cpu = line.rstrip("\n").split("\t")
+    rows.setdefault(cfg, {})[f] = (int(size), float(wall), float(cpu))
+    if f not in files:
+        files.append(f)
+base = rows.get("menu e1 (default)")
+print("# Search ablation (issue 3)\n")
+print(f"- date: {datetime.date.today().isoformat()}, git {githash}")
+print(f"- command: `{command}` (single thread: `brevis compress --threads 1`)")
+print("- each cell: archive bytes / CPU seconds (user + system) of the whole compress (read, search, verify, write);")
+print("  wall seconds are in the totals (the machine is shared, so CPU time is the steadier figure)")
+print("- Δ: archive bytes against `menu e1 (default)`\n")
+print("| config | " + " | ".join(files) + " | total bytes | Δ total | total CPU s | total wall s |")
+print("|---|" + "---|" * (len(files) + 4))
+for cfg, r in rows.items():
+    cells = []
+    for f in files:
+        size, _, cpu = r[f]
+        cells.append(f"{size:,} / {cpu:.1f}s")
+    total = sum(r[f][0] for f in files)
+    wall = sum(r[f][1] for f in files)
+    cpu = sum(r[f][2] for f in files)
+    if base:
+        btotal = sum(base[f][0] for f in files)
+        delta = f"{100.0 * (total - btotal) / btotal:+.3f}%"
+    else:
+        delta = "-"
+    print(f"| {cfg} | " + " | ".join(cells) + f" | {total:,} | {delta} | {cpu:.1f} | {wall:.1f} |")

@@ -1,0 +1,735 @@
+//! Bounded A* over partial programs.
+//!
+//! A state is a partial program: the productions applied so far (in pre-order),
+//! the exact bytes `g` of its finished parts (node headers and closed leaves,
+//! both exact), and a stack of open holes (a hole is a role and the exact stream
+//! it must produce). Expanding the top hole tries each production the grammar
+//! offers there ([`productions`]); an opening production runs its operator's
+//! inverse on the hole's target to get its children's exact targets, a closing
+//! one builds the leaf (literals are built lazily: only when the state holding
+//! that choice is popped, and each distinct leaf once per chunk).
+//!
+//! Priority is `f = g + h + λ·bits`: `h` sums [`hole_lower_bound`] over the
+//! open holes (admissible, see there), `bits` is the prior's cost `−log2 p` of
+//! the productions used and `λ` = 1/256 byte per bit. Each production costs at
+//! most 16 bits, so the prior term of a program stays well under a byte: it
+//! orders states whose byte bounds tie (at first, every choice at the root) and
+//! never outweighs a byte of real size. Complete programs are compared by exact
+//! serialized size; a state whose `g + h` reaches the best complete size is
+//! dropped, and two states with the same open holes keep only the smaller `g`
+//! (their completions are the same), which keeps the search linear in the
+//! holes' choices instead of their product.
+//!
+//! The whole root as one literal is the fallback: it is expanded after every
+//! structured state, so its slow zstd trial knows the size it must beat (as in
+//! the menu search). The budget (expansions) comes from the effort; when it
+//! runs out, the best partial program is completed greedily. Effort 0 is
+//! greedy: the root's two most likely productions by the prior, every other
+//! hole its most likely one.
+
+use std::cmp::Ordering;
+use std::collections::{BinaryHeap, HashMap};
+use std::sync::Arc;
+
+use brevis_format::archive::chunk_checksum;
+use brevis_format::program::{serialized_size, Node};
+use brevis_format::stream::Stream;
+
+use super::lit::{best_lit_below, LitPolicy};
+use super::prior::{Context, Prior, PriorCounts};
+use super::productions::{
+    ctx_lit, hole_lower_bound, lit_mode, mostly_repeated_words, open, productions, Grammar, LitMode, Prod, Role, Shape,
+};
+use super::{CandidateSearch, Hint, Synthesizer};
+
+/// Bytes per bit of prior cost in the priority.
+const LAMBDA: f64 = 1.0 / 256.0;
+
+/// Productions tried at the root at effort 0 (each completed greedily).
+const ROOT_TRIES: usize = 2;
+
+/// A* over the shared grammar, ordered by a learned prior.
+#[derive(Clone, Debug)]
+pub struct AStarSearch {
+    /// Literal policy (zstd levels), as [`CandidateSearch`]'s at the same effort.
+    pub lit: LitPolicy,
+    /// 0: greedy by the prior; 1: default; 2+: more productions and budget.
+    pub effort: u32,
+    /// Offer context-coded literals.
+    pub ctx: bool,
+    /// The production prior (`None`: uniform, ties go to the grammar's order).
+    pub prior: Option<Arc<Prior>>,
+    /// Most expansions per chunk before the best partial program is completed greedily.
+    pub budget: usize,
+}
+
+impl AStarSearch {
+    /// A search at `effort` with the shipped prior.
+    pub fn with_effort(effort: u32) -> Self {
+        let menu = CandidateSearch::with_effort(effort);
+        AStarSearch {
+            lit: menu.lit,
+            effort,
+            ctx: true,
+            prior: Some(Arc::new(Prior::default_prior())),
+            budget: match effort {
+                0 => 0,
+                1 => 2048,
+                _ => 16384,
+            },
+        }
+    }
+
+    fn grammar(&self) -> Grammar {
+        Grammar {
+            effort: self.effort,
+            // Effort 0 follows one path, so it can afford the ctx split the
+            // estimate ranks first (the menu only tries ctx from effort 1).
+            ctx_tries: match (self.ctx, self.effort) {
+                (false, _) => 0,
+                (true, 0 | 1) => 1,
+                (true, _) => 2,
+            },
+        }
+    }
+
+    /// The literal policy for a mode (the menu's three policies).
+    fn policy(&self, mode: LitMode) -> LitPolicy {
+        match mode {
+            LitMode::Full => self.lit,
+            LitMode::Fields => LitPolicy {
+                zstd_retry_within: 1.0,
+                ..self.lit
+            },
+            LitMode::Entropy if self.effort >= 2 => self.lit,
+            LitMode::Entropy => LitPolicy {
+                zstd_level: 0,
+                ..self.lit
+            },
+        }
+    }
+}
+
+/// A program found by [`AStarSearch::solve`].
+#[derive(Clone, Debug)]
+pub struct Solved {
+    /// The program.
+    pub node: Node,
+    /// Its exact serialized size (equal to `serialized_size(&node)`).
+    pub size: usize,
+    /// Productions applied (expansions) during the search.
+    pub expansions: usize,
+    /// The winning program's choices, `(context, production)`, when traced.
+    pub trace: Vec<(Context, Prod)>,
+}
+
+/// An open hole.
+#[derive(Clone)]
+struct Hole {
+    /// Unique per hole made in this search (identifies remaining work).
+    id: u64,
+    s: Arc<Stream>,
+    role: Role,
+    depth: u32,
+    h: usize,
+    ctx: Option<Arc<Context>>,
+}
+
+/// One applied production, in pre-order.
+#[derive(Clone)]
+enum Step {
+    Leaf(Arc<Node>),
+    Open(Shape, usize),
+}
+
+#[derive(Clone)]
+struct State {
+    g: usize,
+    bits: f64,
+    open: Vec<Hole>,
+    steps: Vec<Step>,
+    pending: Option<Prod>,
+    deferred: bool,
+    trace: Vec<(Arc<Context>, Prod)>,
+}
+
+impl State {
+    fn lb(&self) -> usize {
+        self.g + self.open.iter().map(|h| h.h).sum::<usize>()
+    }
+    fn f(&self) -> f64 {
+        self.lb() as f64 + LAMBDA * self.bits
+    }
+    /// Identity of the remaining work: the open holes and the pending choice.
+    fn key(&self) -> (Vec<u64>, Option<Prod>) {
+        (self.open.iter().map(|h| h.id).collect(), self.pending)
+    }
+}
+
+/// Heap entry: smallest `(deferred, f, seq)` first.
+struct Entry {
+    deferred: bool,
+    f: f64,
+    seq: u64,
+    idx: usize,
+}
+
+impl PartialEq for Entry {
+    fn eq(&self, o: &Self) -> bool {
+        self.cmp(o) == Ordering::Equal
+    }
+}
+impl Eq for Entry {}
+impl PartialOrd for Entry {
+    fn partial_cmp(&self, o: &Self) -> Option<Ordering> {
+        Some(self.cmp(o))
+    }
+}
+impl Ord for Entry {
+    fn cmp(&self, o: &Self) -> Ordering {
+        // Reversed: BinaryHeap pops the largest.
+        (o.deferred, o.f)
+            .partial_cmp(&(self.deferred, self.f))
+            .unwrap_or(Ordering::Equal)
+            .then(o.seq.cmp(&self.seq))
+    }
+}
+
+/// Key of a built leaf: the target's hash, width, length, and what closed it.
+type LeafKey = (u64, u8, usize, Prod, LitMode, bool);
+
+struct Run<'a> {
+    search: &'a AStarSearch,
+    grammar: Grammar,
+    trace: bool,
+    memo: HashMap<LeafKey, (Arc<Node>, usize)>,
+    /// Choices per hole id: several states reach the same hole, and the
+    /// grammar's ctx estimates are not free (a pass over the stream per split).
+    choices: HashMap<u64, Vec<(Prod, f64)>>,
+    expansions: usize,
+    holes: u64,
+}
+
+impl Run<'_> {
+    fn hole(&mut self, s: Stream, role: Role, depth: u32, parent: Option<Prod>) -> Hole {
+        let constant = super::lit::constant(&s).is_some();
+        let ctx = (self.trace || self.search.prior.is_some()).then(|| Arc::new(Context::new(role, &s, parent, depth)));
+        self.holes += 1;
+        Hole {
+            id: self.holes,
+            h: hole_lower_bound(s.len() as u64, constant),
+            s: Arc::new(s),
+            role,
+            depth,
+            ctx,
+        }
+    }
+
+    /// The productions at `hole` with their prior costs in bits.
+    fn choices(&mut self, hole: &Hole) -> Vec<(Prod, f64)> {
+        if let Some(c) = self.choices.get(&hole.id) {
+            return c.clone();
+        }
+        let prods = productions(&hole.s, hole.role, &self.grammar, hole.depth);
+        let costs = match (&self.search.prior, &hole.ctx) {
+            (Some(p), Some(c)) if prods.len() > 1 => p.costs(c, &prods),
+            _ => vec![0.0; prods.len()],
+        };
+        let c: Vec<(Prod, f64)> = prods.into_iter().zip(costs).collect();
+        self.choices.insert(hole.id, c.clone());
+        c
+    }
+
+    /// The leaf `p` closes `hole` with (`None` when it does not apply).
+    fn close(&mut self, p: Prod, hole: &Hole, bound: usize) -> Option<Arc<Node>> {
+        let s = &*hole.s;
+        let root = matches!(hole.role, Role::Root(_)) && hole.depth == 0;
+        match p {
+            Prod::Const => Some(Arc::new(Node::Const {
+                width: s.width(),
+                count: s.len() as u64,
+                value: super::lit::constant(s)?,
+            })),
+            Prod::Lit | Prod::Ctx(_) => {
+                let mode = lit_mode(hole.role);
+                let width = s.width();
+                // The words as the raw wire encoding lays them out (any width).
+                let bytes = brevis_format::with_words!(s.words(), w => brevis_format::wire::raw::encode(w, width));
+                let key = (chunk_checksum(&bytes), width, s.len(), p, mode, root);
+                if let Some((n, b)) = self.memo.get(&key) {
+                    // A leaf built with at least this bound tried at least as much.
+                    if *b >= bound {
+                        return Some(n.clone());
+                    }
+                }
+                let node = match p {
+                    Prod::Ctx(k) => ctx_lit(s, k)?,
+                    _ => {
+                        let mut policy = self.search.policy(mode);
+                        // As the menu: roots of few distinct words always get the slow zstd trial.
+                        if root && mostly_repeated_words(s) {
+                            policy.zstd_retry_within = f64::INFINITY;
+                        }
+                        best_lit_below(s, &policy, bound)
+                    }
+                };
+                let node = Arc::new(node);
+                self.memo.insert(key, (node.clone(), bound));
+                Some(node)
+            }
+            _ => None,
+        }
+    }
+
+    /// Applies `p` to the top hole of `st`; false if it does not apply.
+    fn apply(&mut self, st: &mut State, p: Prod, bound: usize) -> bool {
+        let hole = st.open.pop().expect("a hole to apply to");
+        if self.trace {
+            if let Some(c) = &hole.ctx {
+                st.trace.push((c.clone(), p));
+            }
+        }
+        if p.closes() {
+            let Some(leaf) = self.close(p, &hole, bound) else {
+                return false;
+            };
+            st.g += serialized_size(&leaf);
+            st.steps.push(Step::Leaf(leaf));
+            return true;
+        }
+        let Some(opened) = open(p, &hole.s, hole.role) else {
+            return false;
+        };
+        let k = opened.children.len();
+        st.g += opened.shape.header_bytes(k);
+        st.steps.push(Step::Open(opened.shape, k));
+        let holes: Vec<Hole> = opened
+            .children
+            .into_iter()
+            .map(|(c, role)| self.hole(c, role, hole.depth + 1, Some(p)))
+            .collect();
+        // Reversed onto the stack: the first child is expanded first (pre-order).
+        st.open.extend(holes.into_iter().rev());
+        true
+    }
+
+    /// Completes `st` greedily: each hole takes its cheapest production by the
+    /// prior (the grammar's first on ties), falling back to a literal.
+    fn greedy(&mut self, mut st: State) -> Option<State> {
+        if let Some(p) = st.pending.take() {
+            self.expansions += 1;
+            super::count_candidate();
+            let mut tried = st.clone();
+            if self.apply(&mut tried, p, usize::MAX) {
+                st = tried;
+            } else {
+                let mut lit = st.clone();
+                if !self.apply(&mut lit, Prod::Lit, usize::MAX) {
+                    return None;
+                }
+                st = lit;
+            }
+        }
+        while let Some(top) = st.open.last().cloned() {
+            let mut choices = self.choices(&top);
+            choices.sort_by(|a, b| a.1.total_cmp(&b.1));
+            let mut done = false;
+            for (p, bits) in choices {
+                let mut t = st.clone();
+                self.expansions += 1;
+                super::count_candidate();
+                if self.apply(&mut t, p, usize::MAX) {
+                    t.bits += bits;
+                    st = t;
+                    done = true;
+                    break;
+                }
+            }
+            if !done {
+                return None;
+            }
+        }
+        Some(st)
+    }
+}
+
+/// Rebuilds a program from its pre-order steps.
+fn build(steps: &mut std::slice::Iter<'_, Step>) -> Node {
+    match steps.next().expect("a complete program") {
+        Step::Leaf(n) => (**n).clone(),
+        Step::Open(shape, k) => {
+            let children = (0..*k).map(|_| build(steps)).collect();
+            shape.build(children)
+        }
+    }
+}
+
+impl AStarSearch {
+    /// Searches a program for `root`; with `trace`, also returns the winning
+    /// program's `(context, production)` choices (for `brevis train-prior`).
+    pub fn solve(&self, root: &Stream, hint: Hint, trace: bool) -> Solved {
+        let mut run = Run {
+            search: self,
+            grammar: self.grammar(),
+            trace,
+            memo: HashMap::new(),
+            choices: HashMap::new(),
+            expansions: 0,
+            holes: 0,
+        };
+        let start = State {
+            g: 0,
+            bits: 0.0,
+            open: vec![run.hole(root.clone(), Role::Root(hint), 0, None)],
+            steps: Vec::new(),
+            pending: None,
+            deferred: false,
+            trace: Vec::new(),
+        };
+        let best = if self.effort == 0 || self.budget == 0 {
+            // The root's two most likely productions, each completed greedily: one
+            // wrong guess at the root costs the most (int8 weights where the prior
+            // favours a delta), and the second path costs about as much as the first.
+            let root = start.open[0].clone();
+            let mut choices = run.choices(&root);
+            choices.sort_by(|a, b| a.1.total_cmp(&b.1));
+            let mut best: Option<State> = None;
+            for &(p, bits) in choices.iter().take(ROOT_TRIES) {
+                let mut st = start.clone();
+                st.pending = Some(p);
+                st.bits = bits;
+                if let Some(done) = run.greedy(st) {
+                    if best.as_ref().is_none_or(|b| done.g < b.g) {
+                        best = Some(done);
+                    }
+                }
+            }
+            best
+        } else {
+            self.astar(&mut run, start)
+        };
+        let best = best.unwrap_or_else(|| {
+            // Unreachable in practice (a literal always applies); stay total anyway.
+            let mut st = State {
+                g: 0,
+                bits: 0.0,
+                open: vec![run.hole(root.clone(), Role::Root(hint), 0, None)],
+                steps: Vec::new(),
+                pending: None,
+                deferred: false,
+                trace: Vec::new(),
+            };
+            run.apply(&mut st, Prod::Lit, usize::MAX);
+            st
+        });
+        let node = build(&mut best.steps.iter());
+        debug_assert_eq!(serialized_size(&node), best.g);
+        Solved {
+            size: best.g,
+            node,
+            expansions: run.expansions,
+            trace: best
+                .trace
+                .into_iter()
+                .map(|(c, p)| (Arc::unwrap_or_clone(c), p))
+                .collect(),
+        }
+    }
+
+    fn astar(&self, run: &mut Run<'_>, start: State) -> Option<State> {
+        let mut states: Vec<Option<State>> = Vec::new();
+        let mut heap = BinaryHeap::new();
+        let mut seq = 0u64;
+        let mut best_g: HashMap<(Vec<u64>, Option<Prod>), usize> = HashMap::new();
+        let mut push = |st: State, states: &mut Vec<Option<State>>, heap: &mut BinaryHeap<Entry>| {
+            // Same remaining work, no smaller g: dominated.
+            let key = st.key();
+            match best_g.get(&key) {
+                Some(&g) if g <= st.g => return,
+                _ => {
+                    best_g.insert(key, st.g);
+                }
+            }
+            heap.push(Entry {
+                deferred: st.deferred,
+                f: st.f(),
+                seq,
+                idx: states.len(),
+            });
+            seq += 1;
+            states.push(Some(st));
+        };
+        push(start, &mut states, &mut heap);
+        let mut incumbent: Option<State> = None;
+        while let Some(e) = heap.pop() {
+            let Some(mut st) = states[e.idx].take() else { continue };
+            let limit = incumbent.as_ref().map_or(usize::MAX, |b| b.g);
+            if st.lb() >= limit {
+                continue;
+            }
+            let Some(p) = st.pending.take() else {
+                // Choose: one successor per production at the top hole.
+                let top = st.open.last().cloned().expect("open states have a hole");
+                for (p, bits) in run.choices(&top) {
+                    let mut next = st.clone();
+                    next.pending = Some(p);
+                    next.bits += bits;
+                    next.deferred = p == Prod::Lit && top.depth == 0;
+                    push(next, &mut states, &mut heap);
+                }
+                continue;
+            };
+            if run.expansions >= self.budget {
+                // Out of budget: finish the most promising partial program greedily.
+                st.pending = Some(p);
+                if incumbent.is_none() {
+                    incumbent = run.greedy(st);
+                }
+                break;
+            }
+            run.expansions += 1;
+            super::count_candidate();
+            // Only the whole-root literal gets a bound (the best so far), as in the menu.
+            let bound = if st.deferred { limit } else { usize::MAX };
+            if !run.apply(&mut st, p, bound) {
+                continue;
+            }
+            if st.open.is_empty() {
+                if st.g < limit {
+                    incumbent = Some(st);
+                }
+                continue;
+            }
+            push(st, &mut states, &mut heap);
+        }
+        incumbent
+    }
+}
+
+impl Synthesizer for AStarSearch {
+    fn synthesize(&self, root: &Stream, hint: Hint) -> Node {
+        self.solve(root, hint, false).node
+    }
+}
+
+/// Trains a prior: runs an exhaustive A* (no prior, effort 1, a large budget)
+/// on one chunk in `every` (chosen by a hash of its bytes, so the sample does
+/// not depend on thread timing) and counts the winning program's choices, each
+/// weighted by the chunk's size (one per started 64 KiB: the prior should
+/// follow the bytes at stake, not the many tiny tensors). The other chunks get
+/// a raw literal at once, which is all the pipeline needs.
+pub struct PriorTrainer {
+    search: AStarSearch,
+    every: u64,
+    counts: std::sync::Mutex<(PriorCounts, u64)>,
+}
+
+impl PriorTrainer {
+    /// A trainer sampling one chunk in `every`.
+    pub fn new(every: u64) -> Self {
+        PriorTrainer {
+            search: AStarSearch {
+                prior: None,
+                budget: 1 << 20,
+                ..AStarSearch::with_effort(1)
+            },
+            every: every.max(1),
+            counts: std::sync::Mutex::new((PriorCounts::default(), 0)),
+        }
+    }
+
+    /// The counts so far and the number of chunks searched.
+    pub fn counts(&self) -> (PriorCounts, u64) {
+        self.counts.lock().expect("trainer lock").clone()
+    }
+}
+
+impl Synthesizer for PriorTrainer {
+    fn synthesize(&self, root: &Stream, hint: Hint) -> Node {
+        let mut bytes = Vec::with_capacity(root.mem_bytes());
+        let sampled = root.write_le_bytes(&mut bytes).is_ok() && chunk_checksum(&bytes).is_multiple_of(self.every);
+        if !sampled {
+            return super::lit::lit(root, brevis_format::wire::LitEncoding::Raw, 0)
+                .expect("raw applies to every stream");
+        }
+        let solved = self.search.solve(root, hint, true);
+        let weight = bytes.len().div_ceil(64 << 10).max(1) as u64;
+        let mut c = PriorCounts::default();
+        for (ctx, p) in &solved.trace {
+            c.add(ctx, *p, weight);
+        }
+        let mut lock = self.counts.lock().expect("trainer lock");
+        lock.0.merge(c);
+        lock.1 += 1;
+        solved.node
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use brevis_decoder::decode_chunk;
+    use brevis_format::archive::ChunkRecord;
+    use brevis_format::program::{serialize, Limits};
+    use brevis_format::DType;
+
+    use super::*;
+    use crate::synth::productions::open;
+
+    /// Deterministic pseudo-random words.
+    fn rng(seed: u64) -> impl FnMut() -> u64 {
+        let mut x = seed;
+        move || {
+            x = x.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+            x >> 11
+        }
+    }
+
+    /// Small targets of every kind the search meets.
+    fn cases(n: usize) -> Vec<(Stream, Hint)> {
+        let mut r = rng(7);
+        let mut floats = |bits: u8, exp_bits: u8| -> Vec<u64> {
+            // Floats near zero: a few exponents, random mantissas and signs.
+            let mant = bits - 1 - exp_bits;
+            let bias = (1u64 << (exp_bits - 1)) - 1;
+            (0..n)
+                .map(|_| {
+                    let e = bias - 1 - r() % 3;
+                    let m = r() & ((1 << mant) - 1);
+                    ((r() & 1) << (bits - 1)) | (e << mant) | m
+                })
+                .collect()
+        };
+        let f32s = floats(32, 8);
+        let bf16 = floats(16, 8);
+        let f16 = floats(16, 5);
+        let f8 = floats(8, 4);
+        let mut r = rng(11);
+        let bytes: Vec<u64> = (0..n).map(|i| if i % 4 == 0 { 7 } else { r() % 256 }).collect();
+        let nibbles: Vec<u64> = (0..n).map(|_| r() % 3 * 16 + r() % 5).collect();
+        let ramp: Vec<u64> = (0..n as u64).map(|i| 1000 + 3 * i).collect();
+        let words16: Vec<u64> = (0..n).map(|i| if i % 2 == 0 { 0x3c00 } else { r() % 256 }).collect();
+        let rep: Vec<u64> = (0..n).map(|i| [5u64, 9, 200, 3][i % 4]).collect();
+        let s = |w: u8, v: &[u64]| Stream::from_u64s(w, v).unwrap();
+        vec![
+            (s(32, &f32s), Hint::Tensor(DType::F32)),
+            (s(16, &bf16), Hint::Tensor(DType::BF16)),
+            (s(16, &f16), Hint::Tensor(DType::F16)),
+            (s(8, &f8), Hint::Tensor(DType::F8E4M3)),
+            (s(32, &ramp), Hint::Tensor(DType::I32)),
+            (s(8, &bytes), Hint::Opaque),
+            (s(16, &bf16), Hint::Opaque),
+            (s(8, &nibbles), Hint::Nibbles),
+            (s(16, &words16), Hint::Records(4)),
+            (s(8, &rep), Hint::Tensor(DType::U8)),
+            (s(16, &vec![0x3c00; n]), Hint::Tensor(DType::F16)),
+        ]
+    }
+
+    /// The best completion of a hole over the whole grammar, by brute force,
+    /// checking at every hole that the A* bound does not exceed it.
+    fn exhaustive(run: &mut Run<'_>, s: &Stream, role: Role, depth: u32) -> usize {
+        let mut best = usize::MAX;
+        for p in productions(s, role, &run.grammar, depth) {
+            let size = if p.closes() {
+                let hole = run.hole(s.clone(), role, depth, None);
+                run.close(p, &hole, usize::MAX).map(|n| serialized_size(&n))
+            } else {
+                open(p, s, role).map(|o| {
+                    let k = o.children.len();
+                    o.shape.header_bytes(k)
+                        + o.children
+                            .iter()
+                            .map(|(c, r)| exhaustive(run, c, *r, depth + 1))
+                            .sum::<usize>()
+                })
+            };
+            if let Some(size) = size {
+                best = best.min(size);
+            }
+        }
+        let h = hole_lower_bound(s.len() as u64, super::super::lit::constant(s).is_some());
+        assert!(h <= best, "h = {h} > best completion {best} for {role:?}");
+        best
+    }
+
+    fn decodes_to(node: &Node, s: &Stream) {
+        let mut bytes = Vec::new();
+        s.write_le_bytes(&mut bytes).unwrap();
+        let body = ChunkRecord::body(bytes.len() as u64, chunk_checksum(&bytes), s.width(), &serialize(node));
+        assert_eq!(decode_chunk(&body, &Limits::default()).unwrap(), bytes, "{node}");
+    }
+
+    #[test]
+    fn lower_bound_is_admissible_and_astar_finds_the_exhaustive_best() {
+        for n in [1usize, 5, 24, 48] {
+            for (s, hint) in cases(n) {
+                let search = AStarSearch {
+                    prior: None,
+                    ..AStarSearch::with_effort(1)
+                };
+                let mut run = Run {
+                    search: &search,
+                    grammar: search.grammar(),
+                    trace: false,
+                    memo: HashMap::new(),
+                    choices: HashMap::new(),
+                    expansions: 0,
+                    holes: 0,
+                };
+                let best = exhaustive(&mut run, &s, Role::Root(hint), 0);
+                let solved = search.solve(&s, hint, false);
+                assert_eq!(solved.size, best, "{hint:?} n={n}: {}", solved.node);
+            }
+        }
+    }
+
+    #[test]
+    fn every_program_decodes_and_sizes_are_exact() {
+        let prior = Arc::new(Prior::default_prior());
+        for n in [3usize, 64, 700] {
+            for (s, hint) in cases(n) {
+                for effort in 0..=2 {
+                    for p in [None, Some(prior.clone())] {
+                        for ctx in [true, false] {
+                            let search = AStarSearch {
+                                prior: p.clone(),
+                                ctx,
+                                ..AStarSearch::with_effort(effort)
+                            };
+                            let solved = search.solve(&s, hint, true);
+                            assert_eq!(solved.size, serialized_size(&solved.node));
+                            assert_eq!(solved.size, serialize(&solved.node).len());
+                            decodes_to(&solved.node, &s);
+                            if effort == 0 {
+                                assert!(!solved.trace.is_empty());
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn a_tiny_budget_still_completes() {
+        for (s, hint) in cases(300) {
+            let search = AStarSearch {
+                budget: 2,
+                ..AStarSearch::with_effort(1)
+            };
+            let solved = search.solve(&s, hint, false);
+            assert_eq!(solved.size, serialized_size(&solved.node));
+            decodes_to(&solved.node, &s);
+        }
+    }
+
+    #[test]
+    fn default_effort_matches_the_menu_on_small_floats() {
+        // Same grammar and policies: A* at effort 1 is never larger than the menu.
+        for (s, hint) in cases(2000) {
+            let a = AStarSearch::with_effort(1).solve(&s, hint, false).size;
+            let m = serialized_size(&CandidateSearch::with_effort(1).synthesize(&s, hint));
+            assert!(a <= m, "{hint:?}: astar {a} > menu {m}");
+        }
+    }
+}

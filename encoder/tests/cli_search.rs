@@ -1,0 +1,78 @@
+//! The search switches of `brevis compress` (`--search`, `--prior`, `--no-ctx`,
+//! `--effort`) and `brevis train-prior`, run as a user would.
+
+use std::fs;
+
+mod common;
+use common::{brevis, bundled, ok};
+
+#[test]
+fn every_search_switch_round_trips_and_reports_candidates() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    fs::write(d.join("model.safetensors"), bundled()).unwrap();
+    // A prior trained here, on the bundled checkpoint.
+    ok(&brevis(&["train-prior", "model.safetensors", "-o", "p.json", "-q"], d));
+    let text = fs::read_to_string(d.join("p.json")).unwrap();
+    assert!(text.contains("\"brevis-prior\""), "{text}");
+    let runs: &[&[&str]] = &[
+        &["--search", "menu"],
+        &["--search", "menu", "--no-ctx", "--effort", "0"],
+        &["--search", "astar"],
+        &["--search", "astar", "--effort", "0"],
+        &["--search", "astar", "--effort", "2", "--prior", "none"],
+        &["--search", "astar", "--prior", "p.json", "--no-ctx"],
+    ];
+    for (i, flags) in runs.iter().enumerate() {
+        let out = format!("m{i}.brv");
+        let report = format!("r{i}.json");
+        let mut args = vec!["compress", "model.safetensors", "-q", "-o", &out, "--report", &report];
+        args.extend_from_slice(flags);
+        ok(&brevis(&args, d));
+        ok(&brevis(&["verify", &out, "-q"], d));
+        let r = fs::read_to_string(d.join(&report)).unwrap();
+        // Candidates (menu) or expansions (astar) are counted per tensor.
+        assert!(
+            r.contains("\"candidates\": ") && !r.contains("\"candidates\": 0,"),
+            "{flags:?}: {r}"
+        );
+    }
+    // Without ctx literals, no Lit.ctx appears.
+    let r = fs::read_to_string(d.join("r5.json")).unwrap();
+    assert!(!r.contains("Lit.ctx"), "{r}");
+    // A prior that is not one, and --prior with the menu, are usage errors.
+    fs::write(d.join("bad.json"), "{}").unwrap();
+    let o = brevis(
+        &[
+            "compress",
+            "model.safetensors",
+            "-q",
+            "-f",
+            "--search",
+            "astar",
+            "--prior",
+            "bad.json",
+        ],
+        d,
+    );
+    assert!(!o.status.success());
+    let o = brevis(
+        &[
+            "compress",
+            "model.safetensors",
+            "-q",
+            "-f",
+            "--search",
+            "menu",
+            "--prior",
+            "none",
+        ],
+        d,
+    );
+    assert!(!o.status.success());
+    // The default search is A*, and takes --prior.
+    ok(&brevis(
+        &["compress", "model.safetensors", "-q", "-f", "--prior", "none"],
+        d,
+    ));
+}
