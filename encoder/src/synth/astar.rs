@@ -386,6 +386,7 @@ impl AStarSearch {
             deferred: false,
             trace: Vec::new(),
         };
+        let fresh = start.clone();
         let best = if self.effort == 0 || self.budget == 0 {
             // The root's two most likely productions, each completed greedily: one
             // wrong guess at the root costs the most (int8 weights where the prior
@@ -410,15 +411,7 @@ impl AStarSearch {
         };
         let best = best.unwrap_or_else(|| {
             // Unreachable in practice (a literal always applies); stay total anyway.
-            let mut st = State {
-                g: 0,
-                bits: 0.0,
-                open: vec![run.hole(root.clone(), Role::Root(hint), 0, None)],
-                steps: Vec::new(),
-                pending: None,
-                deferred: false,
-                trace: Vec::new(),
-            };
+            let mut st = fresh;
             run.apply(&mut st, Prod::Lit, usize::MAX);
             st
         });

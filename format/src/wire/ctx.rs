@@ -53,7 +53,7 @@
 use alloc::vec;
 use alloc::vec::Vec;
 
-use super::rans::{check_end, ln, normalize, read_freqs, read_states, write_table, StreamErrors};
+use super::rans::{check_end, finish_stream, ln, normalize, put, read_freqs, read_states, write_table, StreamErrors};
 use super::tables::{ceil_log2, read_symbol_set, write_symbol_set, BitReader, BitWriter};
 use super::MAX_ENTROPY_WIDTH;
 use crate::error::{FormatError, Result};
@@ -448,13 +448,6 @@ pub fn encode<W: Word>(symbols: &[W], width: u8, k: u8) -> Option<Vec<u8>> {
         }
     }
 
-    let put = |x: &mut u32, words: &mut Vec<u16>, start: u32, f: u32, scale: u32| {
-        if u64::from(*x) >= u64::from(f) << (32 - scale) {
-            words.push(*x as u16);
-            *x >>= 16;
-        }
-        *x = ((*x / f) << scale) + (*x % f) + start;
-    };
     let mut states = [RANS_L; LANES];
     let mut words: Vec<u16> = Vec::with_capacity(symbols.len() / 2 + 16);
     for (i, sym) in symbols.iter().enumerate().rev() {
@@ -465,14 +458,7 @@ pub fn encode<W: Word>(symbols: &[W], width: u8, k: u8) -> Option<Vec<u8>> {
         let (s, f) = enc_h[v >> lb];
         put(x, &mut words, s, f, p.h.scale);
     }
-    let lanes = LANES.min(symbols.len());
-    out.reserve(4 * lanes + 2 * words.len());
-    for x in &states[..lanes] {
-        out.extend_from_slice(&x.to_le_bytes());
-    }
-    for w in words.iter().rev() {
-        out.extend_from_slice(&w.to_le_bytes());
-    }
+    finish_stream(&mut out, &states, symbols.len(), &words);
     Some(out)
 }
 
@@ -782,15 +768,7 @@ mod tests {
     use crate::stream::mask;
     use std::vec::Vec;
 
-    struct Rng(u64);
-    impl Rng {
-        fn next(&mut self) -> u64 {
-            self.0 ^= self.0 << 13;
-            self.0 ^= self.0 >> 7;
-            self.0 ^= self.0 << 17;
-            self.0
-        }
-    }
+    use crate::wire::tables::testing::Rng;
 
     /// Float-like words: a skewed "exponent" in the top bits, low bits whose
     /// distribution depends on it.

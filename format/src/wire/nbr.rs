@@ -50,7 +50,7 @@ use alloc::vec;
 use alloc::vec::Vec;
 
 use super::ctx::{plan_contexts, Table, MAX_SLOTS};
-use super::rans::{check_end, read_states, StreamErrors};
+use super::rans::{check_end, finish_stream, put, read_states, StreamErrors};
 use super::tables::{BitReader, BitWriter};
 use crate::error::{FormatError, Result};
 
@@ -568,21 +568,10 @@ fn encode_plan(symbols: &[u8], width: u8, p: &Plan) -> Vec<u8> {
                 continue;
             }
             let (start, f, scale) = enc[usize::from(p.contexts[i]) * size + usize::from(symbols[i])];
-            if u64::from(*x) >= u64::from(f) << (32 - scale) {
-                words.push(*x as u16);
-                *x >>= 16;
-            }
-            *x = ((*x / f) << scale) + (*x % f) + start;
+            put(x, &mut words, start, f, scale);
         }
     }
-    let lanes = LANES.min(symbols.len());
-    out.reserve(4 * lanes + 2 * words.len());
-    for x in &states[..lanes] {
-        out.extend_from_slice(&x.to_le_bytes());
-    }
-    for w in words.iter().rev() {
-        out.extend_from_slice(&w.to_le_bytes());
-    }
+    finish_stream(&mut out, &states, symbols.len(), &words);
     out
 }
 
@@ -682,15 +671,7 @@ mod tests {
     use super::*;
     use std::vec::Vec;
 
-    struct Rng(u64);
-    impl Rng {
-        fn next(&mut self) -> u64 {
-            self.0 ^= self.0 << 13;
-            self.0 ^= self.0 >> 7;
-            self.0 ^= self.0 << 17;
-            self.0
-        }
-    }
+    use crate::wire::tables::testing::Rng;
 
     /// Kernel-like bytes: runs of 9 words around 128 whose spread is drawn per
     /// kernel (a third of the kernels dead: all 128).

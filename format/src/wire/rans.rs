@@ -135,16 +135,28 @@ fn encode_with<W: Word>(symbols: &[W], syms: &[u32], freqs: &[u32], scale: u32, 
     let mut words: Vec<u16> = Vec::with_capacity(symbols.len() / 2 + 16);
     for (i, sym) in symbols.iter().enumerate().rev() {
         let (start, f) = enc[sym.to_u64() as usize];
-        let lane = i % LANES;
-        let mut x = states[lane];
-        let x_max = u64::from(f) << (32 - scale);
-        if u64::from(x) >= x_max {
-            words.push(x as u16);
-            x >>= 16;
-        }
-        states[lane] = ((x / f) << scale) + (x % f) + start;
+        put(&mut states[i % LANES], &mut words, start, f, scale);
     }
-    let lanes = LANES.min(symbols.len());
+    finish_stream(&mut out, &states, symbols.len(), &words);
+    out
+}
+
+/// One rANS encoder step: codes a symbol of frequency `f` starting at `start` in
+/// a table of `scale` bits into state `x`, first pushing its low 16 bits to
+/// `words` when it would overflow (the decoder's renormalization, reversed).
+#[inline(always)]
+pub(super) fn put(x: &mut u32, words: &mut Vec<u16>, start: u32, f: u32, scale: u32) {
+    if u64::from(*x) >= u64::from(f) << (32 - scale) {
+        words.push(*x as u16);
+        *x >>= 16;
+    }
+    *x = ((*x / f) << scale) + (*x % f) + start;
+}
+
+/// Appends the states of the `min(4, n)` lanes used by `n` symbols, then the
+/// emitted words in the order the decoder reads them (the reverse of emission).
+pub(super) fn finish_stream(out: &mut Vec<u8>, states: &[u32; LANES], n: usize, words: &[u16]) {
+    let lanes = LANES.min(n);
     out.reserve(4 * lanes + 2 * words.len());
     for x in &states[..lanes] {
         out.extend_from_slice(&x.to_le_bytes());
@@ -152,7 +164,6 @@ fn encode_with<W: Word>(symbols: &[W], syms: &[u32], freqs: &[u32], scale: u32, 
     for w in words.iter().rev() {
         out.extend_from_slice(&w.to_le_bytes());
     }
-    out
 }
 
 /// Decodes `out.len()` symbols of `width` bits from a payload made by [`encode`].

@@ -435,9 +435,11 @@ pub(crate) mod testing {
     }
     pub(crate) use coder_tests;
 
-    struct Rng(u64);
+    /// A xorshift generator for test data (seed it non-zero).
+    pub(crate) struct Rng(pub(crate) u64);
     impl Rng {
-        fn next(&mut self) -> u64 {
+        /// The next 64 random bits.
+        pub(crate) fn next(&mut self) -> u64 {
             self.0 ^= self.0 << 13;
             self.0 ^= self.0 >> 7;
             self.0 ^= self.0 << 17;

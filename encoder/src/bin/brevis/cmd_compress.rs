@@ -5,9 +5,9 @@ use std::path::PathBuf;
 use anyhow::{bail, Context, Result};
 use brevis_encoder::atomic::AtomicFile;
 use brevis_encoder::synth::{AStarSearch, CandidateSearch, Prior, Synthesizer};
-use brevis_encoder::{compress_files_with_base, CompressOptions, InputFile};
+use brevis_encoder::{compress_files_with_base, CompressOptions};
 
-use crate::common::{collect_inputs, human, load_base, map_file, progress, ratio};
+use crate::common::{collect_inputs, human, input_files, load_base, map_sources, progress, ratio};
 
 #[derive(clap::Args)]
 pub struct Args {
@@ -113,15 +113,8 @@ pub fn run(args: Args, quiet: bool) -> Result<()> {
             }
         }
     }
-    let maps = sources.iter().map(|s| map_file(&s.disk)).collect::<Result<Vec<_>>>()?;
-    let files: Vec<InputFile<'_>> = sources
-        .iter()
-        .zip(&maps)
-        .map(|(s, m)| InputFile {
-            archive_path: s.archive_path.clone(),
-            data: m,
-        })
-        .collect();
+    let maps = map_sources(&sources)?;
+    let files = input_files(&sources, &maps);
     let total: u64 = files.iter().map(|f| f.data.len() as u64).sum();
     let base = args.base.as_deref().map(load_base).transpose()?;
 

@@ -4,9 +4,9 @@ use std::path::PathBuf;
 
 use anyhow::{Context, Result};
 use brevis_encoder::synth::astar::PriorTrainer;
-use brevis_encoder::{compress_files, CompressOptions, InputFile};
+use brevis_encoder::{compress_files, CompressOptions};
 
-use crate::common::{collect_inputs, map_file, progress};
+use crate::common::{collect_inputs, input_files, map_sources, progress};
 
 #[derive(clap::Args)]
 pub struct Args {
@@ -23,15 +23,8 @@ pub struct Args {
 
 pub fn run(args: Args, quiet: bool) -> Result<()> {
     let sources = collect_inputs(&args.samples)?;
-    let maps = sources.iter().map(|s| map_file(&s.disk)).collect::<Result<Vec<_>>>()?;
-    let files: Vec<InputFile<'_>> = sources
-        .iter()
-        .zip(&maps)
-        .map(|(s, m)| InputFile {
-            archive_path: s.archive_path.clone(),
-            data: m,
-        })
-        .collect();
+    let maps = map_sources(&sources)?;
+    let files = input_files(&sources, &maps);
     let total: u64 = files.iter().map(|f| f.data.len() as u64).sum();
     let trainer = PriorTrainer::new(args.every);
     let pb = progress(total, quiet, "train");

@@ -149,6 +149,24 @@ pub fn load_base(path: &Path) -> Result<brevis_encoder::BaseTensors> {
     Ok(brevis_encoder::BaseTensors::new(files))
 }
 
+/// Maps every source read-only: the maps, to be viewed by [`input_files`].
+pub fn map_sources(sources: &[Source]) -> Result<Vec<Mapped>> {
+    sources.iter().map(|s| map_file(&s.disk)).collect()
+}
+
+/// The compressor's view of mapped sources: each file's bytes under its path in
+/// the archive.
+pub fn input_files<'a>(sources: &[Source], maps: &'a [Mapped]) -> Vec<brevis_encoder::InputFile<'a>> {
+    sources
+        .iter()
+        .zip(maps)
+        .map(|(s, m)| brevis_encoder::InputFile {
+            archive_path: s.archive_path.clone(),
+            data: m.as_ref(),
+        })
+        .collect()
+}
+
 /// Maps a file read-only. Empty files map to an empty slice.
 pub fn map_file(path: &Path) -> Result<Mapped> {
     let f = File::open(path).with_context(|| format!("cannot open `{}`", path.display()))?;
