@@ -357,6 +357,58 @@ pub(super) fn plan_contexts(ctx: &[Vec<(u32, u64)>], lsize: usize, other_slots: 
     }
 }
 
+/// Reads the tables of `nctx` contexts over `width`-bit symbols: one bit per
+/// context (own table or fallback), the fallback table if any context uses it,
+/// then the own tables in order. `budget` holds the slots already declared and
+/// gains these tables'; more than [`MAX_SLOTS`] in all is `Invalid` (`over`),
+/// checked table by table before anything is built from them.
+pub(super) fn read_context_tables(
+    br: &mut BitReader<'_>,
+    nctx: usize,
+    width: u8,
+    budget: &mut u64,
+    over: &'static str,
+) -> Result<(Option<Table>, Vec<Option<Table>>)> {
+    let mut own_flags = Vec::with_capacity(nctx);
+    for _ in 0..nctx {
+        own_flags.push(br.bits(1)? == 1);
+    }
+    let mut take = |br: &mut BitReader<'_>| -> Result<Table> {
+        let t = Table::read(br, width)?;
+        *budget += t.slots();
+        if *budget > MAX_SLOTS {
+            return Err(FormatError::Invalid { what: over });
+        }
+        Ok(t)
+    };
+    let fallback = if own_flags.iter().any(|&o| !o) {
+        Some(take(br)?)
+    } else {
+        None
+    };
+    let own = own_flags
+        .iter()
+        .map(|&o| if o { take(br).map(Some) } else { Ok(None) })
+        .collect::<Result<Vec<_>>>()?;
+    Ok((fallback, own))
+}
+
+/// For an empty output: `Some` of the result (an empty payload is the only valid
+/// one); `None` when there are words to decode.
+pub(super) fn empty_output(payload: &[u8], out_len: usize, what: &'static str) -> Option<Result<()>> {
+    if out_len > 0 {
+        return None;
+    }
+    Some(if payload.is_empty() {
+        Ok(())
+    } else {
+        Err(FormatError::TrailingBytes {
+            what,
+            count: payload.len() as u64,
+        })
+    })
+}
+
 fn valid_split(width: u8, k: u8) -> bool {
     (2..=MAX_ENTROPY_WIDTH).contains(&width) && k >= 1 && k < width
 }
@@ -496,14 +548,8 @@ pub fn decode<W: Word>(payload: &[u8], width: u8, out: &mut [W]) -> Result<()> {
     if !(2..=MAX_ENTROPY_WIDTH).contains(&width) || u32::from(width) > W::BITS {
         return Err(FormatError::BadWidth { width });
     }
-    if out.is_empty() {
-        if !payload.is_empty() {
-            return Err(FormatError::TrailingBytes {
-                what: WHAT,
-                count: payload.len() as u64,
-            });
-        }
-        return Ok(());
+    if let Some(done) = empty_output(payload, out.len(), WHAT) {
+        return done;
     }
     let (&k, rest) = payload.split_first().ok_or(FormatError::Truncated { what: WHAT })?;
     if k == 0 || k >= width {
@@ -519,39 +565,13 @@ pub fn decode<W: Word>(payload: &[u8], width: u8, out: &mut [W]) -> Result<()> {
     let mut br = BitReader::new(rest);
     let h = Table::read(&mut br, k)?;
     let mut budget = h.slots();
-    let mut own_flags = Vec::with_capacity(h.syms.len());
-    for _ in 0..h.syms.len() {
-        own_flags.push(br.bits(1)? == 1);
-    }
-    let over = || FormatError::Invalid {
-        what: "ctx tables (more than 2^18 slots)",
-    };
-    let fallback = if own_flags.iter().any(|&o| !o) {
-        let t = Table::read(&mut br, lb)?;
-        budget += t.slots();
-        if budget > MAX_SLOTS {
-            return Err(over());
-        }
-        Some(t)
-    } else {
-        None
-    };
-    let mut own = Vec::new();
-    for &o in &own_flags {
-        if o {
-            let t = Table::read(&mut br, lb)?;
-            budget += t.slots();
-            if budget > MAX_SLOTS {
-                return Err(over());
-            }
-            own.push(Some(t));
-        } else {
-            own.push(None);
-        }
-    }
-    if budget > MAX_SLOTS {
-        return Err(over());
-    }
+    let (fallback, own) = read_context_tables(
+        &mut br,
+        h.syms.len(),
+        lb,
+        &mut budget,
+        "ctx tables (more than 2^18 slots)",
+    )?;
     let table_end = 1 + br.finish()?;
 
     // The low parts' slot entries: the fallback table first, then the own tables.

@@ -49,7 +49,7 @@
 use alloc::vec;
 use alloc::vec::Vec;
 
-use super::ctx::{plan_contexts, Table, MAX_SLOTS};
+use super::ctx::{empty_output, plan_contexts, read_context_tables, Table};
 use super::rans::{check_end, finish_stream, put, read_states, StreamErrors};
 use super::tables::{BitReader, BitWriter};
 use crate::error::{FormatError, Result};
@@ -581,55 +581,29 @@ pub fn decode(payload: &[u8], width: u8, out: &mut [u8]) -> Result<()> {
     if !valid_width(width) {
         return Err(FormatError::BadWidth { width });
     }
-    if out.is_empty() {
-        if !payload.is_empty() {
-            return Err(FormatError::TrailingBytes {
-                what: WHAT,
-                count: payload.len() as u64,
-            });
-        }
-        return Ok(());
+    if let Some(done) = empty_output(payload, out.len(), WHAT) {
+        return done;
     }
     let (model, used) = Model::read(payload, width)?;
     let nctx = model.buckets() * model.classes();
     let mut br = BitReader::new(&payload[used..]);
-    let mut own_flags = Vec::with_capacity(nctx);
-    for _ in 0..nctx {
-        own_flags.push(br.bits(1)? == 1);
-    }
-    let over = || FormatError::Invalid {
-        what: "nbr tables (more than 2^18 slots)",
-    };
     let mut budget = 0u64;
-    let fallback = if own_flags.iter().any(|&o| !o) {
-        let t = Table::read(&mut br, width)?;
-        budget += t.slots();
-        Some(t)
-    } else {
-        None
-    };
+    let (fallback, own) = read_context_tables(&mut br, nctx, width, &mut budget, "nbr tables (more than 2^18 slots)")?;
     // Slot entries: the fallback first, then own tables; (base, scale) by context.
-    let mut entries: Vec<u64> = Vec::new();
+    let mut entries: Vec<u64> = Vec::with_capacity(budget as usize);
     if let Some(fb) = &fallback {
         fill_slots(fb, &mut entries)?;
     }
     let fb_info = (0u32, fallback.as_ref().map_or(0, |t| t.scale));
     let mut info = Vec::with_capacity(nctx);
-    for &o in &own_flags {
-        if o {
-            let t = Table::read(&mut br, width)?;
-            budget += t.slots();
-            if budget > MAX_SLOTS {
-                return Err(over());
+    for t in &own {
+        match t {
+            Some(t) => {
+                info.push((entries.len() as u32, t.scale));
+                fill_slots(t, &mut entries)?;
             }
-            info.push((entries.len() as u32, t.scale));
-            fill_slots(&t, &mut entries)?;
-        } else {
-            info.push(fb_info);
+            None => info.push(fb_info),
         }
-    }
-    if budget > MAX_SLOTS {
-        return Err(over());
     }
     let table_end = used + br.finish()?;
     let (mut x, body) = read_states(&payload[table_end..], out.len(), &STREAM_ERRORS)?;
