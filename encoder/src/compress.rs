@@ -197,6 +197,7 @@ fn chunk_jobs(segment: usize, plan: &SegmentPlan, data: &[u8], chunk_bytes: usiz
             while at < range.end {
                 let window = at..(at + chunk_bytes).min(range.end);
                 let view = plain::choose_view(&data[window.clone()]);
+                let window = at..at + plain::view_extent(&data[window.clone()], view);
                 let wb = usize::from(view.width / 8);
                 if view.phase > 0 {
                     let end = at + view.phase;

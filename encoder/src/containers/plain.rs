@@ -59,6 +59,33 @@ pub fn choose_view(bytes: &[u8]) -> View {
     bytes_view
 }
 
+/// Bytes per block when looking for where a view stops fitting.
+const PHASE_BLOCK: usize = 1 << 16;
+
+/// How many leading bytes of `bytes` the word view `view` (chosen on their start)
+/// fits: up to the first 64 KiB block whose words clearly sit at another
+/// alignment (the top bits' entropy at its best phase at least half a bit below
+/// the view's), a multiple of 64 KiB; all of `bytes` if none. Files that pack
+/// tensors back to back without padding (CTranslate2's model.bin) change
+/// alignment at every odd-sized tensor, so one view per 4 MiB chunk would code
+/// the rest of such a chunk as misaligned words.
+pub fn view_extent(bytes: &[u8], view: View) -> usize {
+    let wb = usize::from(view.width / 8);
+    if wb < 2 {
+        return bytes.len();
+    }
+    for (k, block) in bytes.chunks_exact(PHASE_BLOCK).enumerate().skip(1) {
+        let at_view = top_bits_entropy(block, wb, view.phase);
+        let best = (0..wb)
+            .map(|p| top_bits_entropy(block, wb, p))
+            .fold(f64::INFINITY, f64::min);
+        if best < at_view - 0.5 {
+            return k * PHASE_BLOCK;
+        }
+    }
+    bytes.len()
+}
+
 /// The record length whose byte columns are estimated cheapest, if it is at
 /// least 2 and beats coding the bytes as one stream by at least 1%. Column
 /// costs do not depend on where the first record starts, so no alignment
@@ -144,6 +171,32 @@ mod tests {
         }
         assert_eq!(record_len(&bytes[5..]), Some(20));
         assert_eq!(choose_view(&bytes).width, 8);
+    }
+
+    #[test]
+    fn a_change_of_alignment_ends_the_view() {
+        // FP16-like words at phase 0 for 192 KiB, then one byte of padding and
+        // words at phase 1.
+        let mut bytes = Vec::new();
+        let mut x = 12345u32;
+        let mut word = || {
+            x = x.wrapping_mul(1_103_515_245).wrapping_add(12345);
+            let exp = 12 + (x >> 28) % 3;
+            ((exp << 10) | ((x >> 8) & 0x3ff)) as u16
+        };
+        for _ in 0..3 * PHASE_BLOCK / 2 {
+            bytes.extend(word().to_le_bytes());
+        }
+        bytes.push(0);
+        for _ in 0..3 * PHASE_BLOCK / 2 {
+            bytes.extend(word().to_le_bytes());
+        }
+        let view = choose_view(&bytes);
+        assert_eq!(view, View { width: 16, phase: 0 });
+        let n = view_extent(&bytes, view);
+        assert!(n == 3 * PHASE_BLOCK || n == 4 * PHASE_BLOCK, "{n}");
+        assert_eq!(choose_view(&bytes[n..]).phase, 1);
+        assert_eq!(view_extent(&bytes[..3 * PHASE_BLOCK], view), 3 * PHASE_BLOCK);
     }
 
     #[test]
