@@ -647,8 +647,8 @@ mod tests {
 
     use crate::wire::tables::testing::Rng;
 
-    /// Kernel-like bytes: runs of 9 words around 128 whose spread is drawn per
-    /// kernel (a third of the kernels dead: all 128).
+    /// Kernel-like words: runs of 9 around the middle value (128 for bytes) whose
+    /// spread is drawn per kernel (a third of the kernels dead: all the middle value).
     fn kernels(n: usize, width: u8, seed: u64) -> Vec<u8> {
         let mut rng = Rng(seed | 1);
         let center = 1i64 << (width - 1);
