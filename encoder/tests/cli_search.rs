@@ -42,34 +42,22 @@ fn every_search_switch_round_trips_and_reports_candidates() {
     assert!(!r.contains("Lit.ctx"), "{r}");
     // A prior that is not one, and --prior with the menu, are usage errors.
     fs::write(d.join("bad.json"), "{}").unwrap();
-    let o = brevis(
-        &[
-            "compress",
-            "model.safetensors",
-            "-q",
-            "-f",
-            "--search",
-            "astar",
-            "--prior",
-            "bad.json",
-        ],
-        d,
-    );
-    assert!(!o.status.success());
-    let o = brevis(
-        &[
-            "compress",
-            "model.safetensors",
-            "-q",
-            "-f",
-            "--search",
-            "menu",
-            "--prior",
-            "none",
-        ],
-        d,
-    );
-    assert!(!o.status.success());
+    for (search, prior) in [("astar", "bad.json"), ("menu", "none")] {
+        let o = brevis(
+            &[
+                "compress",
+                "model.safetensors",
+                "-q",
+                "-f",
+                "--search",
+                search,
+                "--prior",
+                prior,
+            ],
+            d,
+        );
+        assert!(!o.status.success(), "--search {search} --prior {prior}");
+    }
     // The default search is A*, and takes --prior.
     ok(&brevis(
         &["compress", "model.safetensors", "-q", "-f", "--prior", "none"],

@@ -357,6 +357,20 @@ pub(super) fn plan_contexts(ctx: &[Vec<(u32, u64)>], lsize: usize, other_slots: 
     }
 }
 
+/// Writes what [`read_context_tables`] reads: one bit per context (own table or
+/// fallback), the fallback table if there is one, then the own tables in order.
+pub(super) fn write_context_tables(w: &mut BitWriter, own: &[Option<Table>], fallback: Option<&Table>) {
+    for o in own {
+        w.put(u32::from(o.is_some()), 1);
+    }
+    if let Some(fb) = fallback {
+        fb.write(w);
+    }
+    for t in own.iter().flatten() {
+        t.write(w);
+    }
+}
+
 /// Reads the tables of `nctx` contexts over `width`-bit symbols: one bit per
 /// context (own table or fallback), the fallback table if any context uses it,
 /// then the own tables in order. `budget` holds the slots already declared and
@@ -457,15 +471,7 @@ pub fn encode<W: Word>(symbols: &[W], width: u8, k: u8) -> Option<Vec<u8>> {
 
     let mut w = BitWriter::default();
     p.h.write(&mut w);
-    for o in &p.own {
-        w.put(u32::from(o.is_some()), 1);
-    }
-    if let Some(fb) = &p.fallback {
-        fb.write(&mut w);
-    }
-    for t in p.own.iter().flatten() {
-        t.write(&mut w);
-    }
+    write_context_tables(&mut w, &p.own, p.fallback.as_ref());
     let mut out = vec![k];
     out.extend(w.finish());
 
