@@ -1,12 +1,14 @@
 #!/usr/bin/env python3
 """Whole-file decode throughput, in one run on the same files: brevis native (one
-thread and two), zstd -3 -d, zstd -19 -d and ZipNN decompression (single threaded).
+thread and two, default and ``--fast-decode`` archives), zstd -3 -d, zstd -19 -d and
+ZipNN decompression (single threaded), and the peak memory of brevis's streaming decode.
 
 Run it with the bench venv's Python so ZipNN is importable (``bench/decode.sh`` does):
 
     bench/decode.sh                      # the BF16 corpus file, 7 runs each
     bench/decode.sh --runs 11 FILE...    # other files
     bench/decode.sh --write              # also replace the decode section of RESULTS.md
+    bench/decode.sh --synthetic-gib 4    # also peak memory on a synthetic 4 GiB BF16 file
     BREVIS_BASELINE=/path/to/old/brevis bench/decode.sh   # add a column for an older build
 
 What is timed (wall clock, best of ``--runs`` after one warm-up, input in the page cache):
@@ -19,7 +21,14 @@ What is timed (wall clock, best of ``--runs`` after one warm-up, input in the pa
   file's float dtype (``--zipnn-dtype``, default from the file name), in memory,
   ``threads=1``;
 - and, writing the output to a file: ``brevis decompress ARCHIVE -o DIR --threads 1``
-  and ``zstd -d -o FILE`` (both include the kernel's page-cache copy).
+  and ``zstd -d -o FILE`` (both include the kernel's page-cache copy);
+- the same ``brevis verify`` of an archive made with ``compress --fast-decode`` (the
+  speed/size knob), and its size against the default archive's;
+- the peak resident memory (``getrusage`` of the child: maximum RSS, which includes
+  the mapped executable) of ``brevis verify`` with 1 and 2 threads, streaming the
+  archive from disk; with ``--synthetic-gib N`` also on a synthetic N GiB BF16 file
+  (``bench/make-synthetic.py``, compressed at ``--effort 0``), where only memory and
+  the 1-/2-thread times are measured.
 
 Speeds are MB/s (10^6 bytes) of original data. The archives are made once per run in
 ``bench/out/decode/`` (gitignored) with ``brevis compress --threads`` all cores.
@@ -64,6 +73,16 @@ def run(argv: list[str], stdout=subprocess.DEVNULL) -> None:
     subprocess.run(argv, check=True, stdout=stdout, stderr=subprocess.PIPE)
 
 
+def peak_rss_mb(argv: list[str]) -> float:
+    """Maximum resident set size of one run of ``argv`` (MB), from ``wait4``."""
+    proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    _, status, usage = os.wait4(proc.pid, 0)
+    proc.returncode = os.waitstatus_to_exitcode(status)
+    if proc.returncode != 0:
+        raise SystemExit(f"{argv} failed ({proc.returncode})")
+    return usage.ru_maxrss * 1024 / 1e6
+
+
 def zipnn_dtype(path: Path) -> str:
     name = path.name.lower()
     if "bf16" in name or "bfloat16" in name:
@@ -105,6 +124,11 @@ def measure(path: Path, brevis: str, baseline: str | None, runs: int, dtype: str
 
     secs["brevis_1t"] = best_of(brevis_verify(brevis, 1), runs)
     secs["brevis_2t"] = best_of(brevis_verify(brevis, 2), runs)
+    rss = {f"{t}t": peak_rss_mb([brevis, "verify", str(brv), "-q", "--threads", str(t)]) for t in (1, 2)}
+    fast = Path(f"{stem}.fast.brv")
+    run([brevis, "compress", str(path), "-o", str(fast), "-f", "-q", "--fast-decode"])
+    for t in (1, 2):
+        secs[f"fast_{t}t"] = best_of(lambda t=t: run([brevis, "verify", str(fast), "-q", "--threads", str(t)]), runs)
     if baseline:
         secs["baseline_1t"] = best_of(brevis_verify(baseline, 1), runs)
     for key, frame in (("zstd3", z3), ("zstd19", z19)):
@@ -123,11 +147,43 @@ def measure(path: Path, brevis: str, baseline: str | None, runs: int, dtype: str
     return {
         "file": str(path.relative_to(CORPUS)) if path.is_relative_to(CORPUS) else str(path),
         "bytes": size,
-        "sizes": {"brevis": brv.stat().st_size, "zstd3": z3.stat().st_size, "zstd19": z19.stat().st_size},
+        "sizes": {
+            "brevis": brv.stat().st_size,
+            "brevis_fast": fast.stat().st_size,
+            "zstd3": z3.stat().st_size,
+            "zstd19": z19.stat().st_size,
+        },
+        "peak_rss_mb": rss,
         "seconds": secs,
         "mb_s": mbs,
         "zipnn": zipnn_note,
     }
+
+
+def measure_synthetic(gib: float, brevis: str, runs: int) -> dict:
+    """Peak memory and 1-/2-thread decode time on a synthetic ``gib`` GiB BF16 file."""
+    OUT.mkdir(parents=True, exist_ok=True)
+    src = OUT / f"synthetic-{gib:g}gib.safetensors"
+    brv = Path(f"{src}.brv")
+    subprocess.run([sys.executable, str(BENCH / "make-synthetic.py"), str(src), "--gib", str(gib)], check=True)
+    t = time.perf_counter()
+    run([brevis, "compress", str(src), "-o", str(brv), "-f", "-q", "--effort", "0"])
+    compress_s = time.perf_counter() - t
+    size = src.stat().st_size
+    secs = {f"{n}t": best_of(lambda n=n: run([brevis, "verify", str(brv), "-q", "--threads", str(n)]), runs) for n in (1, 2)}
+    rss = {f"{n}t": peak_rss_mb([brevis, "verify", str(brv), "-q", "--threads", str(n)]) for n in (1, 2)}
+    out = {
+        "file": src.name,
+        "bytes": size,
+        "archive_bytes": brv.stat().st_size,
+        "compress_s": compress_s,
+        "seconds": secs,
+        "mb_s": {k: size / v / 1e6 for k, v in secs.items()},
+        "peak_rss_mb": rss,
+    }
+    src.unlink()
+    brv.unlink()
+    return out
 
 
 def fmt(v: float | None) -> str:
@@ -171,6 +227,43 @@ def render(results: dict) -> str:
     lines.append("Targets (issue 4): brevis 1 thread ≥ 1.5x ZipNN and ≥ 1.0x zstd -3; 2 threads ≥ 1.7x one.")
     for r in results["files"]:
         lines.append(f"ZipNN mode on `{r['file']}`: {r['zipnn']}.")
+    lines += [
+        "",
+        "The speed/size knob: the same files compressed with `brevis compress --fast-decode` (no",
+        "context-coded literals; a slower-decoding literal encoding only where it is 3% smaller), decoded",
+        "the same way (`brevis verify`, best of the same runs).",
+        "",
+        "| file | default archive B | `--fast-decode` archive B | size | fast 1 thread | fast ÷ default 1 thread |"
+        " fast 2 threads | fast 2 threads ÷ 1 | fast ÷ ZipNN | fast ÷ zstd -3 |",
+        "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
+    ]
+    for r in results["files"]:
+        m, z = r["mb_s"], r["sizes"]
+        delta = (z["brevis_fast"] / z["brevis"] - 1) * 100
+        cells = [f"`{r['file']}`", f"{z['brevis']:,}", f"{z['brevis_fast']:,}", f"{delta:+.2f}%"]
+        cells += [fmt(m["fast_1t"]), ratio(m["fast_1t"], m["brevis_1t"]), fmt(m["fast_2t"])]
+        cells += [ratio(m["fast_2t"], m["fast_1t"]), ratio(m["fast_1t"], m["zipnn"]), ratio(m["fast_1t"], m["zstd3"])]
+        lines.append("| " + " | ".join(cells) + " |")
+    lines += [
+        "",
+        "Peak memory of streaming decode (maximum RSS of `brevis verify --threads N`, MB, the executable's",
+        "mapped pages included; issue 4's target: under 64 MiB = 67.1 MB on every file):",
+        "",
+        "| file | original MB | archive MB | 1 thread | 2 threads | 1 thread MB/s | 2 threads MB/s |",
+        "| --- | ---: | ---: | ---: | ---: | ---: | ---: |",
+    ]
+    for r in results["files"]:
+        lines.append(
+            f"| `{r['file']}` | {r['bytes'] / 1e6:.1f} | {r['sizes']['brevis'] / 1e6:.1f} | "
+            f"{r['peak_rss_mb']['1t']:.1f} | {r['peak_rss_mb']['2t']:.1f} | "
+            f"{fmt(r['mb_s']['brevis_1t'])} | {fmt(r['mb_s']['brevis_2t'])} |"
+        )
+    for r in results.get("synthetic", []):
+        lines.append(
+            f"| {r['file']} (`bench/make-synthetic.py`, `--effort 0`, compressed in {r['compress_s']:.0f} s) | "
+            f"{r['bytes'] / 1e6:,.0f} | {r['archive_bytes'] / 1e6:,.0f} | {r['peak_rss_mb']['1t']:.1f} | "
+            f"{r['peak_rss_mb']['2t']:.1f} | {fmt(r['mb_s']['1t'])} | {fmt(r['mb_s']['2t'])} |"
+        )
     return "\n".join(lines) + "\n"
 
 
@@ -195,6 +288,7 @@ def main() -> int:
     ap.add_argument("--baseline", default=os.environ.get("BREVIS_BASELINE"), help="an older brevis to compare")
     ap.add_argument("--zipnn-dtype", choices=["bfloat16", "float16", "float32"])
     ap.add_argument("--write", action="store_true", help="replace the decode section of bench/RESULTS.md")
+    ap.add_argument("--synthetic-gib", type=float, help="also measure memory on a synthetic file this large")
     args = ap.parse_args()
     git = subprocess.run(["git", "-C", str(REPO), "rev-parse", "--short", "HEAD"], capture_output=True, text=True)
     zstd = subprocess.run(["zstd", "-V"], capture_output=True, text=True).stdout.strip()
@@ -207,6 +301,8 @@ def main() -> int:
         "runs": args.runs,
         "files": [measure(f, args.brevis, args.baseline, args.runs, args.zipnn_dtype) for f in args.files],
     }
+    if args.synthetic_gib:
+        results["synthetic"] = [measure_synthetic(args.synthetic_gib, args.brevis, min(args.runs, 3))]
     text = render(results)
     print(text)
     RESULTS_JSON.write_text(json.dumps(results, indent=1) + "\n", encoding="utf-8")

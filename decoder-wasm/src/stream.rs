@@ -133,8 +133,27 @@ struct PendingCopy {
     at: usize,
 }
 
-/// The type of [`StreamDecoder::next_event`]'s (absent) decode-ahead function.
-type DecodeMany = fn(&[&[u8]], &Limits) -> Vec<Result<Vec<u8>, FormatError>>;
+/// A chunk decoding elsewhere (see [`StreamDecoder::next_event_ahead`]).
+pub trait PendingChunk {
+    /// True once [`Self::wait`] would return without blocking.
+    fn is_ready(&mut self) -> bool;
+    /// Waits for, and returns, what [`crate::decode_chunk`] gave.
+    fn wait(self: Box<Self>) -> Result<Vec<u8>, FormatError>;
+}
+
+/// A chunk already decoded.
+impl PendingChunk for Result<Vec<u8>, FormatError> {
+    fn is_ready(&mut self) -> bool {
+        true
+    }
+
+    fn wait(self: Box<Self>) -> Result<Vec<u8>, FormatError> {
+        *self
+    }
+}
+
+/// The type of [`StreamDecoder::next_event`]'s (absent) chunk starter.
+type NoStart = fn(&[u8], &Limits) -> Box<dyn PendingChunk>;
 
 /// A push-style archive decoder. See the module docs.
 pub struct StreamDecoder {
@@ -156,9 +175,14 @@ pub struct StreamDecoder {
     failed: Option<DecodeError>,
     /// Events decoded from the last record, not yet returned (at most three).
     queue: VecDeque<Event>,
-    /// Chunks decoded ahead by [`Self::next_event_parallel`]: each record's offset
-    /// and what decoding its body gave, used when the record is reached.
-    predecoded: VecDeque<(u64, Result<Vec<u8>, FormatError>)>,
+    /// Chunks started ahead by [`Self::next_event_ahead`], in archive order: each
+    /// record's offset, its declared decoded length and its pending result, used
+    /// when the record is reached.
+    predecoded: VecDeque<(u64, u64, Box<dyn PendingChunk>)>,
+    /// Decoded bytes declared by the chunks in `predecoded`.
+    predecoded_bytes: u64,
+    /// Archive offset just past the last record scanned for chunks to start ahead.
+    scanned_to: u64,
     /// Where base tensors come from (delta segments).
     base: Option<Box<dyn BaseProvider>>,
     /// SEGMENT records seen so far (the next one's archive-wide index).
@@ -198,6 +222,8 @@ impl StreamDecoder {
             failed: None,
             queue: VecDeque::new(),
             predecoded: VecDeque::new(),
+            predecoded_bytes: 0,
+            scanned_to: 0,
             base: None,
             segments_seen: 0,
             retained: BTreeMap::new(),
@@ -251,32 +277,43 @@ impl StreamDecoder {
     /// Decodes the next event from buffered bytes. `Ok(None)` means more input
     /// is needed. After an error, the same error is returned again.
     pub fn next_event(&mut self) -> Result<Option<Event>, DecodeError> {
-        self.next_inner(None::<(usize, u64, DecodeMany)>)
+        self.next_inner(None::<(usize, u64, &mut NoStart)>, true)
     }
 
-    /// [`Self::next_event`], with the chunk records that are already buffered
-    /// (at most `max_chunks`, and no more once they declare `max_bytes` of output)
-    /// decoded ahead in one call of `decode_many`, which gets their bodies and the
-    /// program limits and returns what [`crate::decode_chunk`] would for each, in
-    /// order — on several threads, say. The events, their order, every check and
-    /// every error are exactly those of [`Self::next_event`]; only the decoding
-    /// moves. Memory stays bounded by the input buffered plus the decoded chunks
-    /// (`max_bytes` and one chunk, whose size the program limits bound).
-    pub fn next_event_parallel<F>(
+    /// [`Self::next_event`], with the chunk records already buffered started
+    /// ahead of time: `start` gets each one's body and the program limits and
+    /// returns a [`PendingChunk`] that gives what [`crate::decode_chunk`] would —
+    /// decoded on another thread meanwhile, say (`start` must copy the body if
+    /// it keeps it). At most `max_chunks` are pending at once, and no more are
+    /// started while the pending ones declare `max_bytes` of output or more;
+    /// more are started as records are consumed, so workers never idle behind
+    /// a batch barrier. When the next record is a chunk whose result is not
+    /// ready, this waits for it if `wait`, else returns `Ok(None)` at once (so
+    /// the caller can push more input meanwhile, and start more chunks). The
+    /// events, their order, every check and every error are exactly those of
+    /// [`Self::next_event`]; only the decoding moves. Memory stays bounded by
+    /// the input buffered plus the pending chunks (`max_bytes` and one chunk,
+    /// whose size the program limits bound).
+    pub fn next_event_ahead<F>(
         &mut self,
         max_chunks: usize,
         max_bytes: usize,
-        decode_many: F,
+        start: &mut F,
+        wait: bool,
     ) -> Result<Option<Event>, DecodeError>
     where
-        F: FnOnce(&[&[u8]], &Limits) -> Vec<Result<Vec<u8>, FormatError>>,
+        F: FnMut(&[u8], &Limits) -> Box<dyn PendingChunk>,
     {
-        self.next_inner(Some((max_chunks, max_bytes as u64, decode_many)))
+        self.next_inner(Some((max_chunks, max_bytes as u64, start)), wait)
     }
 
-    fn next_inner<F>(&mut self, mut ahead: Option<(usize, u64, F)>) -> Result<Option<Event>, DecodeError>
+    fn next_inner<F>(
+        &mut self,
+        mut ahead: Option<(usize, u64, &mut F)>,
+        wait: bool,
+    ) -> Result<Option<Event>, DecodeError>
     where
-        F: FnOnce(&[&[u8]], &Limits) -> Vec<Result<Vec<u8>, FormatError>>,
+        F: FnMut(&[u8], &Limits) -> Box<dyn PendingChunk>,
     {
         if let Some(e) = &self.failed {
             return Err(e.clone());
@@ -285,9 +322,16 @@ impl StreamDecoder {
             if let Some(ev) = self.queue.pop_front() {
                 return Ok(Some(ev));
             }
-            if matches!(self.state, State::FileOrIndex | State::Segment | State::Chunk) && self.predecoded.is_empty() {
-                if let Some((max, max_bytes, f)) = ahead.take() {
-                    self.decode_ahead(max, max_bytes, f);
+            if matches!(self.state, State::FileOrIndex | State::Segment | State::Chunk) {
+                if let Some((max, max_bytes, start)) = ahead.as_mut() {
+                    self.start_ahead(*max, *max_bytes, &mut **start);
+                }
+            }
+            if !wait && matches!(self.state, State::Chunk) {
+                if let Some((at, _, pending)) = self.predecoded.front_mut() {
+                    if *at == self.offset && !pending.is_ready() {
+                        return Ok(None);
+                    }
                 }
             }
             match self.step() {
@@ -320,28 +364,31 @@ impl StreamDecoder {
         Ok(())
     }
 
-    /// Decodes ahead the complete chunk records at the front of the buffer (past
-    /// any FILE and SEGMENT records between them, up to an INDEX or an incomplete
-    /// record), at most `max` of them and no more once they declare `max_bytes`,
-    /// and only if there are two or more. A chunk
-    /// whose framing, checksum or header is bad ends the run: [`Self::record`]
-    /// reports it when it gets there. The results are keyed by record offset and
-    /// only used by the chunk record at that offset, after the same checks as
-    /// always, so what is decoded ahead never changes an event or an error.
-    fn decode_ahead<F>(&mut self, max: usize, max_bytes: u64, decode_many: F)
+    /// Starts the complete chunk records buffered past those already started
+    /// (skipping FILE and SEGMENT records between them, stopping at an INDEX or
+    /// an incomplete record) while fewer than `max` are pending and they declare
+    /// less than `max_bytes`. A chunk whose framing, checksum or header is bad
+    /// ends the scan: [`Self::record`] reports it when it gets there. Results are
+    /// keyed by record offset and only used by the chunk record at that offset,
+    /// after the same checks as always, so what is started ahead never changes
+    /// an event or an error.
+    fn start_ahead<F>(&mut self, max: usize, max_bytes: u64, start: &mut F)
     where
-        F: FnOnce(&[&[u8]], &Limits) -> Vec<Result<Vec<u8>, FormatError>>,
+        F: FnMut(&[u8], &Limits) -> Box<dyn PendingChunk> + ?Sized,
     {
-        let mut at = self.pos;
-        let mut bodies: Vec<&[u8]> = Vec::new();
-        let mut offsets: Vec<u64> = Vec::new();
-        let mut bytes = 0u64;
-        while bodies.len() < max && bytes < max_bytes {
-            let avail = &self.buf[at..];
+        // `scanned_to` is a record boundary at or past `offset` (or stale, behind it).
+        let from = self.scanned_to.max(self.offset);
+        let Ok(skip) = usize::try_from(from - self.offset) else {
+            return;
+        };
+        let mut at = self.pos + skip;
+        while self.predecoded.len() < max && self.predecoded_bytes < max_bytes {
+            let Some(avail) = self.buf.get(at..) else { break };
             let Ok(head) = RecordHead::parse(avail) else { break };
             if avail.len() < head.total_len() {
                 break;
             }
+            let offset = self.offset + (at - self.pos) as u64;
             match head.kind {
                 RecordKind::File | RecordKind::Segment => {}
                 RecordKind::Chunk => {
@@ -349,20 +396,15 @@ impl StreamDecoder {
                         break;
                     };
                     let Ok(header) = ChunkRecord::parse(body) else { break };
-                    bytes = bytes.saturating_add(header.decoded_len);
-                    offsets.push(self.offset + (at - self.pos) as u64);
-                    bodies.push(body);
+                    let pending = start(body, &self.limits.program);
+                    self.predecoded_bytes = self.predecoded_bytes.saturating_add(header.decoded_len);
+                    self.predecoded.push_back((offset, header.decoded_len, pending));
                 }
                 _ => break,
             }
             at += head.total_len();
+            self.scanned_to = self.offset + (at - self.pos) as u64;
         }
-        if bodies.len() < 2 {
-            return;
-        }
-        let limits = self.limits.program;
-        let results = decode_many(&bodies, &limits);
-        self.predecoded = offsets.into_iter().zip(results).collect();
     }
 
     fn consume(&mut self, n: usize) {
@@ -406,7 +448,11 @@ impl StreamDecoder {
                     return Ok(false);
                 }
                 let start = self.pos;
-                open_record(&self.buf[start..start + head.total_len()])?;
+                // A chunk started ahead had its framing and checksum checked then.
+                let checked = self.predecoded.front().is_some_and(|(at, _, _)| *at == self.offset);
+                if !checked {
+                    open_record(&self.buf[start..start + head.total_len()])?;
+                }
                 let offset = self.offset;
                 // Take the buffer out so the body can be borrowed while `self` changes.
                 let buf = core::mem::take(&mut self.buf);
@@ -571,12 +617,16 @@ impl StreamDecoder {
                 let read_so_far = offset + (body.len() + archive::RECORD_OVERHEAD) as u64;
                 self.limits.check_ratio(self.decoded_total, read_so_far)?;
                 let mut data = match self.predecoded.pop_front() {
-                    Some((at, result)) if at == offset => result?,
+                    Some((at, declared, pending)) if at == offset => {
+                        self.predecoded_bytes = self.predecoded_bytes.saturating_sub(declared);
+                        pending.wait()?
+                    }
                     other => {
-                        // Nothing decoded ahead for this record (or, defensively,
+                        // Nothing started ahead for this record (or, defensively,
                         // for another one: drop it all).
                         if other.is_some() {
                             self.predecoded.clear();
+                            self.predecoded_bytes = 0;
                         }
                         let mut data = Vec::new();
                         decode_chunk_into(body, &self.limits.program, &mut data)?;

@@ -1,5 +1,5 @@
 //! The search switches of `brevis compress` (`--search`, `--prior`, `--no-ctx`,
-//! `--effort`) and `brevis train-prior`, run as a user would.
+//! `--fast-decode`, `--effort`) and `brevis train-prior`, run as a user would.
 
 use std::fs;
 
@@ -22,6 +22,8 @@ fn every_search_switch_round_trips_and_reports_candidates() {
         &["--search", "astar", "--effort", "0"],
         &["--search", "astar", "--effort", "2", "--prior", "none"],
         &["--search", "astar", "--prior", "p.json", "--no-ctx"],
+        &["--fast-decode"],
+        &["--search", "menu", "--fast-decode"],
     ];
     for (i, flags) in runs.iter().enumerate() {
         let out = format!("m{i}.brv");
@@ -30,6 +32,7 @@ fn every_search_switch_round_trips_and_reports_candidates() {
         args.extend_from_slice(flags);
         ok(&brevis(&args, d));
         ok(&brevis(&["verify", &out, "-q"], d));
+        ok(&brevis(&["verify", &out, "-q", "--threads", "2"], d));
         let r = fs::read_to_string(d.join(&report)).unwrap();
         // Candidates (menu) or expansions (astar) are counted per tensor.
         assert!(
@@ -37,9 +40,17 @@ fn every_search_switch_round_trips_and_reports_candidates() {
             "{flags:?}: {r}"
         );
     }
-    // Without ctx literals, no Lit.ctx appears.
+    // Without ctx literals, no Lit.ctx appears; favouring decode speed, no
+    // context-coded literal of either kind.
     let r = fs::read_to_string(d.join("r5.json")).unwrap();
     assert!(!r.contains("Lit.ctx"), "{r}");
+    for i in [6, 7] {
+        let r = fs::read_to_string(d.join(format!("r{i}.json"))).unwrap();
+        assert!(!r.contains("Lit.ctx") && !r.contains("Lit.nbr"), "{r}");
+    }
+    // The bundled checkpoint's default archive does use Lit.ctx, so the check above can fail.
+    let r = fs::read_to_string(d.join("r2.json")).unwrap();
+    assert!(r.contains("Lit.ctx"), "{r}");
     // A prior that is not one, and --prior with the menu, are usage errors.
     fs::write(d.join("bad.json"), "{}").unwrap();
     for (search, prior) in [("astar", "bad.json"), ("menu", "none")] {

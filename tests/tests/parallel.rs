@@ -1,14 +1,14 @@
-//! `StreamDecoder::next_event_parallel` (chunks decoded ahead, as `brevis
+//! `StreamDecoder::next_event_ahead` (chunks started ahead, as `brevis
 //! decompress --threads N` does) must give exactly the events and the errors of
 //! `next_event`, on whole, truncated and damaged archives, however the input is
-//! pushed.
+//! pushed and whenever the chunks finish.
 
 use std::fs;
 use std::path::Path;
 
 use brevis_decoder::format::program::Limits;
 use brevis_decoder::format::FormatError;
-use brevis_decoder::{decode_chunk, DecodeError, DecodeLimits, Event, FileHasher, StreamDecoder};
+use brevis_decoder::{decode_chunk, DecodeError, DecodeLimits, Event, FileHasher, PendingChunk, StreamDecoder};
 use brevis_encoder::synth::CandidateSearch;
 use brevis_encoder::{compress_files, CompressOptions, InputFile};
 use brevis_tests::{safetensors_file, tensor_bytes};
@@ -40,8 +40,9 @@ fn many_chunks() -> Vec<u8> {
     archive
 }
 
-fn sequential(bodies: &[&[u8]], limits: &Limits) -> Vec<Result<Vec<u8>, FormatError>> {
-    bodies.iter().map(|b| decode_chunk(b, limits)).collect()
+/// Decodes at once (a pending chunk that is always ready).
+fn sequential(body: &[u8], limits: &Limits) -> Box<dyn PendingChunk> {
+    Box::new(decode_chunk(body, limits))
 }
 
 /// Every event (and the final error, if any) pushing `piece` bytes at a time.
@@ -53,7 +54,7 @@ fn events(archive: &[u8], piece: usize, ahead: Option<usize>) -> (Vec<Event>, Op
         loop {
             let ev = match ahead {
                 None => dec.next_event(),
-                Some(max) => dec.next_event_parallel(max, usize::MAX, sequential),
+                Some(max) => dec.next_event_ahead(max, usize::MAX, &mut sequential, true),
             };
             match ev {
                 Ok(Some(ev)) => out.push(ev),
@@ -82,12 +83,12 @@ fn decoding_ahead_changes_nothing() {
             );
         }
     }
-    // A byte budget ends batches too (at least two chunks each).
+    // A byte budget bounds what is pending too.
     for max_bytes in [0, 1, 1500, 5000] {
         let mut dec = StreamDecoder::new(DecodeLimits::default());
         dec.push(&archive);
         let mut got = Vec::new();
-        while let Some(ev) = dec.next_event_parallel(100, max_bytes, sequential).unwrap() {
+        while let Some(ev) = dec.next_event_ahead(100, max_bytes, &mut sequential, true).unwrap() {
             got.push(ev);
         }
         assert_eq!(got, want, "{max_bytes}");
@@ -115,21 +116,67 @@ fn damaged_and_truncated_archives_fail_the_same_way() {
     }
 }
 
+/// A chunk that says it is not ready the first `polls` times it is asked, and
+/// counts itself out of `pending` when waited for.
+struct Slow {
+    result: Result<Vec<u8>, FormatError>,
+    polls: usize,
+    pending: std::rc::Rc<std::cell::Cell<usize>>,
+}
+
+impl PendingChunk for Slow {
+    fn is_ready(&mut self) -> bool {
+        self.polls = self.polls.saturating_sub(1);
+        self.polls == 0
+    }
+
+    fn wait(self: Box<Self>) -> Result<Vec<u8>, FormatError> {
+        self.pending.set(self.pending.get() - 1);
+        self.result
+    }
+}
+
+/// Without waiting, a chunk that is not ready yet gives `Ok(None)` and the
+/// caller pushes more input (or asks again); the events stay the same, and no
+/// more than `max_chunks` are ever pending.
 #[test]
-fn a_decoder_that_returns_too_few_results_only_loses_the_head_start() {
+fn chunks_not_ready_let_the_caller_read_on_and_stay_bounded() {
     let archive = many_chunks();
     let want = events(&archive, archive.len(), None);
-    let mut dec = StreamDecoder::new(DecodeLimits::default());
-    dec.push(&archive);
-    let mut got = Vec::new();
-    while let Some(ev) = dec
-        .next_event_parallel(6, usize::MAX, |b, l| sequential(&b[..1], l))
-        .unwrap()
-    {
-        got.push(ev);
+    for (piece, max, polls) in [(archive.len(), 3, 2), (999, 2, 3), (5000, 5, 1), (64, 1, 4)] {
+        let pending = std::rc::Rc::new(std::cell::Cell::new(0usize));
+        let most = std::rc::Rc::new(std::cell::Cell::new(0usize));
+        let mut start = |body: &[u8], limits: &Limits| -> Box<dyn PendingChunk> {
+            pending.set(pending.get() + 1);
+            most.set(most.get().max(pending.get()));
+            Box::new(Slow {
+                result: decode_chunk(body, limits),
+                polls,
+                pending: pending.clone(),
+            })
+        };
+        let mut dec = StreamDecoder::new(DecodeLimits::default());
+        let mut input = archive.chunks(piece);
+        let (mut got, mut nones) = (Vec::new(), 0);
+        loop {
+            let eof = input.len() == 0;
+            match dec.next_event_ahead(max, usize::MAX, &mut start, eof).unwrap() {
+                Some(ev) => got.push(ev),
+                None if eof => break,
+                None => {
+                    nones += 1;
+                    if let Some(p) = input.next() {
+                        dec.push(p);
+                    }
+                }
+            }
+        }
+        dec.finish().unwrap();
+        assert_eq!((got, None), want, "{piece} {max} {polls}");
+        assert!(most.get() <= max, "{} pending with max {max}", most.get());
+        assert!(most.get() >= 1);
+        assert!(nones > 0);
     }
-    dec.finish().unwrap();
-    assert_eq!((got, None), want);
 }
 
 /// A [`FileHasher`] that keeps what it is given and answers with canned digests.
@@ -186,7 +233,7 @@ fn a_file_hasher_sees_every_byte_and_decides_the_check() {
         dec.push(&archive);
         let mut got = Vec::new();
         let err = loop {
-            match dec.next_event_parallel(8, usize::MAX, sequential) {
+            match dec.next_event_ahead(8, usize::MAX, &mut sequential, true) {
                 Ok(Some(ev)) => got.push(ev),
                 Ok(None) => break None,
                 Err(e) => break Some(e),

@@ -80,6 +80,16 @@ impl AStarSearch {
         }
     }
 
+    /// The same search favouring decode speed (`--fast-decode`): no
+    /// context-coded literals, literals picked by [`LitPolicy::fast_decode`].
+    pub fn fast_decode(self) -> Self {
+        AStarSearch {
+            ctx: false,
+            lit: self.lit.fast_decode(),
+            ..self
+        }
+    }
+
     fn grammar(&self) -> Grammar {
         Grammar {
             effort: self.effort,

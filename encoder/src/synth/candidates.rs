@@ -23,10 +23,7 @@ pub struct CandidateSearch {
 impl Default for CandidateSearch {
     fn default() -> Self {
         CandidateSearch {
-            lit: LitPolicy {
-                zstd_level: 19,
-                zstd_retry_within: 1.08,
-            },
+            lit: LitPolicy::new(19, 1.08),
             effort: 1,
             ctx: true,
         }
@@ -42,12 +39,19 @@ impl CandidateSearch {
             _ => 22,
         };
         CandidateSearch {
-            lit: LitPolicy {
-                zstd_level,
-                zstd_retry_within: 1.08,
-            },
+            lit: LitPolicy::new(zstd_level, 1.08),
             effort,
             ctx: true,
+        }
+    }
+
+    /// The same search favouring decode speed (`--fast-decode`): no
+    /// context-coded literals, literals picked by [`LitPolicy::fast_decode`].
+    pub fn fast_decode(self) -> Self {
+        CandidateSearch {
+            ctx: false,
+            lit: self.lit.fast_decode(),
+            ..self
         }
     }
 

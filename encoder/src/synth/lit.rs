@@ -13,6 +13,34 @@ pub struct LitPolicy {
     pub zstd_level: i32,
     /// After a level-3 trial comes within this factor of the best, retry at `zstd_level`.
     pub zstd_retry_within: f64,
+    /// How much smaller (parts per million of the faster encoding's bytes) a
+    /// slower-decoding encoding must be to be chosen: [`DECODE_SLACK_PPM`], or
+    /// [`FAST_DECODE_SLACK_PPM`] under `--fast-decode`.
+    pub decode_slack_ppm: u64,
+    /// Try the neighbour-context coder (`Lit.nbr`), the slowest to decode.
+    pub nbr: bool,
+}
+
+impl LitPolicy {
+    /// The ratio-first policy with zstd frames at `zstd_level` (0 = never).
+    pub fn new(zstd_level: i32, zstd_retry_within: f64) -> Self {
+        LitPolicy {
+            zstd_level,
+            zstd_retry_within,
+            decode_slack_ppm: DECODE_SLACK_PPM,
+            nbr: true,
+        }
+    }
+
+    /// The same policy favouring decode speed: no `Lit.nbr`, and a slower
+    /// encoding must win by [`FAST_DECODE_SLACK_PPM`].
+    pub fn fast_decode(self) -> Self {
+        LitPolicy {
+            decode_slack_ppm: FAST_DECODE_SLACK_PPM,
+            nbr: false,
+            ..self
+        }
+    }
 }
 
 /// A literal node for `s` in `encoding`, if the encoding applies.
@@ -93,6 +121,11 @@ fn lit_size(s: &Stream, payload: usize) -> usize {
 /// beat Huffman by about 2%). Set to 0 for the smallest literal by exact size.
 pub const DECODE_SLACK_PPM: u64 = 5_000;
 
+/// [`LitPolicy::decode_slack_ppm`] under `--fast-decode`: a slower-decoding
+/// encoding must be 3% smaller. What the knob costs and buys on the corpus is
+/// measured by `bench/decode.sh --fast` (see `bench/RESULTS.md`).
+pub const FAST_DECODE_SLACK_PPM: u64 = 30_000;
+
 /// Literal encodings from fastest to slowest to decode (`nbr` decodes one word
 /// at a time, each step waiting on the word before it).
 const BY_DECODE_SPEED: [LitEncoding; 6] = [
@@ -110,17 +143,14 @@ const NBR_MIN_WORDS: usize = 4096;
 
 /// Among `(encoding, size)` trials, the one to keep: walking from the fastest
 /// encoding to the slowest, a slower one replaces the choice only if it is smaller
-/// by more than [`DECODE_SLACK_PPM`] of the choice's size.
-fn pick(sizes: &[(LitEncoding, usize)]) -> Option<LitEncoding> {
+/// by more than `slack_ppm` parts per million of the choice's size.
+fn pick(sizes: &[(LitEncoding, usize)], slack_ppm: u64) -> Option<LitEncoding> {
+    let slack_ppm = u128::from(slack_ppm.min(1_000_000));
     let mut best: Option<(LitEncoding, usize)> = None;
     for enc in BY_DECODE_SPEED {
         for &(e, size) in sizes.iter().filter(|(e, _)| *e == enc) {
             best = match best {
-                Some((_, b))
-                    if (size as u128) * 1_000_000 >= (b as u128) * u128::from(1_000_000 - DECODE_SLACK_PPM) =>
-                {
-                    best
-                }
+                Some((_, b)) if (size as u128) * 1_000_000 >= (b as u128) * (1_000_000 - slack_ppm) => best,
                 _ => Some((e, size)),
             };
         }
@@ -129,7 +159,7 @@ fn pick(sizes: &[(LitEncoding, usize)]) -> Option<LitEncoding> {
 }
 
 /// The literal encoding of `s` to keep (the smallest, unless a faster-decoding one
-/// is within [`DECODE_SLACK_PPM`], see `pick`), where `bound` is the size of the
+/// is within the policy's `decode_slack_ppm`, see `pick`), where `bound` is the size of the
 /// best program already found for `s` by other means: the slow zstd level is only
 /// tried when a quick zstd trial comes within `zstd_retry_within` of both the
 /// best literal and `bound` (otherwise it cannot win, and costs seconds).
@@ -158,7 +188,7 @@ pub fn best_lit_below(s: &Stream, policy: &LitPolicy, bound: usize) -> Node {
         }
     }
     let nbr_worth_trying = match s.words() {
-        brevis_format::stream::Words::U8(w) => n >= NBR_MIN_WORDS && wire::nbr::promising(w, width),
+        brevis_format::stream::Words::U8(w) => policy.nbr && n >= NBR_MIN_WORDS && wire::nbr::promising(w, width),
         _ => false,
     };
     if nbr_worth_trying {
@@ -186,7 +216,7 @@ pub fn best_lit_below(s: &Stream, policy: &LitPolicy, bound: usize) -> Node {
             }
         }
     }
-    let enc = pick(&sizes).expect("raw always applies");
+    let enc = pick(&sizes, policy.decode_slack_ppm).expect("raw always applies");
     built
         .into_iter()
         .find(|n| matches!(n, Node::Lit { encoding, .. } if *encoding == enc))
@@ -219,10 +249,7 @@ mod tests {
     fn best_literal_is_never_larger_than_any_encoding() {
         let values: Vec<u64> = (0..5000u64).map(|i| (i * i) % 97).collect();
         let s = Stream::from_u64s(8, &values).unwrap();
-        let policy = LitPolicy {
-            zstd_level: 3,
-            zstd_retry_within: 1.0,
-        };
+        let policy = LitPolicy::new(3, 1.0);
         let best = serialized_size(&best_lit(&s, &policy)) as u64;
         for enc in LitEncoding::ALL {
             if let Some(n) = lit(&s, enc, 3) {
@@ -238,17 +265,69 @@ mod tests {
         let slack = |b: usize| b - (b as u64 * DECODE_SLACK_PPM / 1_000_000) as usize;
         // rANS within the slack of packing: packing stays.
         assert_eq!(
-            pick(&[(Raw, 1_000_000), (BitPacked, 900_000), (Rans, slack(900_000) + 1)]),
+            pick(
+                &[(Raw, 1_000_000), (BitPacked, 900_000), (Rans, slack(900_000) + 1)],
+                DECODE_SLACK_PPM
+            ),
             Some(BitPacked)
         );
         // Clearly smaller: rANS.
         assert_eq!(
-            pick(&[(Raw, 1_000_000), (BitPacked, 900_000), (Rans, slack(900_000) - 1)]),
+            pick(
+                &[(Raw, 1_000_000), (BitPacked, 900_000), (Rans, slack(900_000) - 1)],
+                DECODE_SLACK_PPM
+            ),
             Some(Rans)
         );
         // Huffman slightly bigger than rANS but within the slack: Huffman.
-        assert_eq!(pick(&[(Raw, 1000), (Huffman, 500), (Rans, 499)]), Some(Huffman));
+        assert_eq!(
+            pick(&[(Raw, 1000), (Huffman, 500), (Rans, 499)], DECODE_SLACK_PPM),
+            Some(Huffman)
+        );
         // Equal sizes: the faster one.
-        assert_eq!(pick(&[(Raw, 100), (BitPacked, 100)]), Some(Raw));
+        assert_eq!(pick(&[(Raw, 100), (BitPacked, 100)], DECODE_SLACK_PPM), Some(Raw));
+    }
+
+    #[test]
+    fn fast_decode_keeps_the_faster_encoding_unless_much_smaller() {
+        use LitEncoding::*;
+        // rANS 2% under Huffman: kept by the default slack, not by the fast one.
+        let sizes = [(Raw, 2000), (Huffman, 1000), (Rans, 980)];
+        assert_eq!(pick(&sizes, DECODE_SLACK_PPM), Some(Rans));
+        assert_eq!(
+            pick(&sizes, LitPolicy::new(3, 1.0).fast_decode().decode_slack_ppm),
+            Some(Huffman)
+        );
+        // 4% under: kept by both.
+        let sizes = [(Raw, 2000), (Huffman, 1000), (Rans, 960)];
+        assert_eq!(pick(&sizes, FAST_DECODE_SLACK_PPM), Some(Rans));
+    }
+
+    #[test]
+    fn fast_decode_never_emits_the_neighbour_coder() {
+        // Runs of a zero point with correlated magnitudes: the neighbour coder's case.
+        let mut rng = 1u64;
+        let mut values = Vec::new();
+        let mut level = 0u64;
+        for _ in 0..20_000 {
+            rng = rng.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+            if (rng >> 60) == 0 {
+                level = (rng >> 40) % 5;
+            }
+            let noise = (rng >> 33) % (2 * level + 1);
+            values.push(128 + noise - level);
+        }
+        let s = Stream::from_u64s(8, &values).unwrap();
+        let ratio_first = LitPolicy::new(0, 1.0);
+        let is_nbr = |n: &Node| matches!(n, Node::Lit { encoding: Nbr, .. });
+        use LitEncoding::Nbr;
+        assert!(is_nbr(&best_lit(&s, &ratio_first)), "the fixture should pick Lit.nbr");
+        let fast = best_lit(&s, &ratio_first.fast_decode());
+        assert!(!is_nbr(&fast));
+        let Node::Lit { encoding, payload, .. } = &fast else {
+            panic!("a literal was expected, got {fast}");
+        };
+        let back = wire::decode(*encoding, 8, values.len(), payload).unwrap();
+        assert_eq!(back.to_u64s(), values);
     }
 }

@@ -85,8 +85,8 @@ impl MergeOp {
         Ok(total as u8)
     }
 
-    /// The decoder direction: ORs each child into place in `out` (which must
-    /// start zeroed and have the children's length).
+    /// The decoder direction: puts each child into place in `out` (which must
+    /// have the children's length; what it held is overwritten).
     pub fn apply<W: Word>(&self, children: &[Stream], out: &mut [W]) -> Result<()> {
         let widths = self.field_widths();
         if children.len() != widths.len() {
@@ -96,7 +96,7 @@ impl MergeOp {
             });
         }
         let mut shift: u32 = widths.iter().map(|&w| u32::from(w)).sum();
-        for (child, &w) in children.iter().zip(&widths) {
+        for (i, (child, &w)) in children.iter().zip(&widths).enumerate() {
             shift -= u32::from(w);
             if child.width() != w || child.len() != out.len() {
                 return Err(FormatError::Type {
@@ -104,7 +104,15 @@ impl MergeOp {
                     rule: "child type differs from its field",
                 });
             }
-            crate::with_words!(child.words(), c => or_shifted(out, c, shift));
+            // The first child stores rather than ORs: `out` is never read before
+            // it is written, so freshly mapped zero pages take one write fault
+            // each, not a read then a copy-on-write fault (which with several
+            // threads also flushes every core's TLB).
+            if i == 0 {
+                crate::with_words!(child.words(), c => set_shifted(out, c, shift));
+            } else {
+                crate::with_words!(child.words(), c => or_shifted(out, c, shift));
+            }
         }
         Ok(())
     }
@@ -131,6 +139,13 @@ impl MergeOp {
             out.push(child);
         }
         Ok(out)
+    }
+}
+
+#[inline]
+fn set_shifted<O: Word, C: Word>(out: &mut [O], child: &[C], shift: u32) {
+    for (o, &c) in out.iter_mut().zip(child) {
+        *o = O::from_u64(c.to_u64() << shift);
     }
 }
 

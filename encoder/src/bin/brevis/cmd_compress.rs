@@ -36,6 +36,12 @@ pub struct Args {
     /// Never use context-coded literals (`Lit.ctx`), for ablations.
     #[arg(long)]
     no_ctx: bool,
+    /// Favour decode speed over size: no context-coded literals (`Lit.ctx`,
+    /// `Lit.nbr`), and a slower-decoding literal encoding only where it is 3%
+    /// smaller (what it costs and buys per file: `bench/decode.sh`, in
+    /// `bench/RESULTS.md`).
+    #[arg(long)]
+    fast_decode: bool,
     /// Write a JSON report of the search: per tensor its programs, bytes,
     /// candidates compared (menu) or productions expanded (astar) and search time; per run how often each operator
     /// and literal encoding was used, and the fallback rates.
@@ -67,10 +73,13 @@ fn synthesizer(args: &Args) -> Result<Box<dyn Synthesizer>> {
         bail!("--prior only applies to --search astar");
     }
     Ok(match args.search {
-        SearchKind::Menu => Box::new(CandidateSearch {
-            ctx: !args.no_ctx,
-            ..CandidateSearch::with_effort(args.effort)
-        }),
+        SearchKind::Menu => {
+            let search = CandidateSearch {
+                ctx: !args.no_ctx,
+                ..CandidateSearch::with_effort(args.effort)
+            };
+            Box::new(if args.fast_decode { search.fast_decode() } else { search })
+        }
         SearchKind::Astar => {
             let prior = match args.prior.as_deref() {
                 None => Some(std::sync::Arc::new(Prior::default_prior())),
@@ -81,11 +90,12 @@ fn synthesizer(args: &Args) -> Result<Box<dyn Synthesizer>> {
                     Some(std::sync::Arc::new(prior))
                 }
             };
-            Box::new(AStarSearch {
+            let search = AStarSearch {
                 ctx: !args.no_ctx,
                 prior,
                 ..AStarSearch::with_effort(args.effort)
-            })
+            };
+            Box::new(if args.fast_decode { search.fast_decode() } else { search })
         }
     })
 }

@@ -5,10 +5,11 @@ use std::io::Read;
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result};
-use brevis_decoder::{decode_chunk, Archive, DecodeLimits, Event, FileHasher, StreamDecoder};
+use brevis_decoder::format::program::Limits;
+use brevis_decoder::format::FormatError;
+use brevis_decoder::{decode_chunk, Archive, DecodeLimits, Event, FileHasher, PendingChunk, StreamDecoder};
 use brevis_encoder::atomic::AtomicFile;
 use brevis_encoder::BaseTensors;
-use rayon::prelude::*;
 
 use crate::common::{human, load_base, map_file, progress, CorruptArchive};
 use std::io::Write;
@@ -71,18 +72,22 @@ impl LimitArgs {
     }
 }
 
-/// Decoded bytes decoded ahead per worker thread: a few chunks of the default
-/// 4 MiB each, and many small ones (tensors smaller than a chunk are chunks of
-/// their own), so every thread has work until the batch ends.
-const AHEAD_PER_THREAD: usize = 8 << 20;
-/// Input buffered per worker thread: more than it takes to fill a batch.
-const WINDOW_PER_THREAD: usize = 12 << 20;
-/// Chunks decoded ahead per worker thread, at most.
+/// Decoded bytes (as chunk records declare them) pending per worker thread:
+/// one and a half chunks of the default 4 MiB, so a worker finishing one finds
+/// the next started, and many small ones (tensors smaller than a chunk are
+/// chunks of their own).
+const AHEAD_PER_THREAD: usize = 6 << 20;
+/// Input buffered per worker thread before the decoder waits for a chunk rather
+/// than reading on. With [`AHEAD_PER_THREAD`] and [`HASH_QUEUE`], what keeps the
+/// peak RSS of 2 threads under 64 MiB on the corpus (`bench/decode.sh`): 12 MiB
+/// windows and 8 MiB ahead, from the batch decoder before, peaked at 81–94 MB.
+const WINDOW_PER_THREAD: usize = 4 << 20;
+/// Chunks pending per worker thread, at most.
 const CHUNKS_PER_THREAD: usize = 64;
 
 /// Pieces of file data queued for the hashing thread, at most (a chunk is 4 MiB
 /// by default): enough to keep it busy, little against the decode window.
-const HASH_QUEUE: usize = 4;
+const HASH_QUEUE: usize = 2;
 
 /// What the hashing thread gets.
 enum HashMsg {
@@ -163,12 +168,12 @@ impl Drop for ThreadedSha256 {
 /// Streams the archive through the decoder with bounded memory, calling
 /// `on_event` for each event. Decoder errors become [`CorruptArchive`].
 ///
-/// With more than one thread (`--threads`, default all cores) the chunk records
-/// already buffered decode ahead in parallel on rayon's pool: memory stays
-/// bounded by a window of input (`WINDOW_PER_THREAD` per thread) plus about
-/// `AHEAD_PER_THREAD` decoded bytes per thread, and the events, their order and
-/// every check are those of the one-thread decoder; files are hashed on a thread
-/// of their own ([`ThreadedSha256`]).
+/// With more than one thread (`--threads`, default all cores) chunk records
+/// start decoding on rayon's pool as soon as they are buffered (at most `AHEAD_PER_THREAD` declared bytes per
+/// thread pending), and files are hashed on a thread of their own
+/// ([`ThreadedSha256`]); memory stays bounded by the read window
+/// (`WINDOW_PER_THREAD` per thread) plus the pending chunks, and the events,
+/// their order and every check are those of the one-thread decoder.
 fn stream_archive(
     path: &Path,
     limits: DecodeLimits,
@@ -176,7 +181,7 @@ fn stream_archive(
     quiet: bool,
     mut on_event: impl FnMut(Event) -> Result<()>,
 ) -> Result<()> {
-    let mut f = File::open(path).with_context(|| format!("cannot open `{}`", path.display()))?;
+    let f = File::open(path).with_context(|| format!("cannot open `{}`", path.display()))?;
     let total = f.metadata()?.len();
     let pb = progress(total, quiet, "decode");
     let mut dec = match base {
@@ -184,63 +189,127 @@ fn stream_archive(
         None => StreamDecoder::new(limits),
     };
     let threads = rayon::current_num_threads();
-    if threads > 1 {
+    let result = if threads > 1 {
         dec.set_file_hasher(Box::new(ThreadedSha256::new()?));
-    }
-    let (window, ahead, ahead_bytes) = if threads > 1 {
-        (
-            threads * WINDOW_PER_THREAD,
-            threads * CHUNKS_PER_THREAD,
-            threads * AHEAD_PER_THREAD,
-        )
+        decode_on_threads(&mut dec, f, path, threads, &pb, &mut on_event)
     } else {
-        (0, 0, 0)
+        decode_here(&mut dec, f, path, &pb, &mut on_event)
     };
-    let mut buf = vec![0u8; 1 << 20];
-    let (mut eof, mut need_more) = (false, true);
-    loop {
-        // Read at least once when the decoder asked for more, then up to the window.
-        while !eof && (need_more || dec.buffered() < window) {
-            let n = f
-                .read(&mut buf)
-                .with_context(|| format!("cannot read `{}`", path.display()))?;
-            if n == 0 {
-                eof = true;
-            } else {
-                pb.inc(n as u64);
-                dec.push(&buf[..n]);
-            }
-            need_more = false;
-        }
-        loop {
-            let ev = if ahead > 1 {
-                dec.next_event_parallel(ahead, ahead_bytes, |bodies, limits| {
-                    bodies.par_iter().map(|b| decode_chunk(b, limits)).collect()
-                })
-            } else {
-                dec.next_event()
-            };
-            match ev.map_err(CorruptArchive)? {
-                Some(ev) => {
-                    on_event(ev)?;
-                    // Refill before the window runs low, so chunks keep decoding ahead.
-                    if !eof && dec.buffered() < window / 2 {
-                        break;
-                    }
-                }
-                None => {
-                    need_more = true;
-                    break;
-                }
-            }
-        }
-        if eof && need_more {
-            break;
-        }
-    }
+    result?;
     pb.finish_and_clear();
     dec.finish().map_err(CorruptArchive)?;
     Ok(())
+}
+
+/// Bytes per read of the archive.
+const READ_PIECE: usize = 1 << 20;
+
+/// The one-thread loop of [`stream_archive`]: read when the decoder needs input.
+fn decode_here(
+    dec: &mut StreamDecoder,
+    mut f: File,
+    path: &Path,
+    pb: &indicatif::ProgressBar,
+    on_event: &mut impl FnMut(Event) -> Result<()>,
+) -> Result<()> {
+    let mut buf = vec![0u8; READ_PIECE];
+    loop {
+        while let Some(ev) = dec.next_event().map_err(CorruptArchive)? {
+            on_event(ev)?;
+        }
+        let n = f
+            .read(&mut buf)
+            .with_context(|| format!("cannot read `{}`", path.display()))?;
+        if n == 0 {
+            return Ok(());
+        }
+        pb.inc(n as u64);
+        dec.push(&buf[..n]);
+    }
+}
+
+/// A chunk decoding on rayon's pool.
+struct PoolChunk {
+    rx: std::sync::mpsc::Receiver<Result<Vec<u8>, FormatError>>,
+    got: Option<Result<Vec<u8>, FormatError>>,
+}
+
+/// The job's sender is gone only if it never ran to the end (a panic, which
+/// aborts): that chunk then fails.
+const WORKER_GONE: FormatError = FormatError::Invalid {
+    what: "chunk (its decoding thread stopped)",
+};
+
+impl PoolChunk {
+    /// Starts decoding `body` on the pool (FIFO: the chunk needed next is the oldest started).
+    fn start(body: &[u8], limits: &Limits) -> Box<dyn PendingChunk> {
+        let (body, limits) = (body.to_vec(), *limits);
+        let (tx, rx) = std::sync::mpsc::sync_channel(1);
+        rayon::spawn_fifo(move || {
+            let _ = tx.send(decode_chunk(&body, &limits));
+        });
+        Box::new(PoolChunk { rx, got: None })
+    }
+}
+
+impl PendingChunk for PoolChunk {
+    fn is_ready(&mut self) -> bool {
+        if self.got.is_none() {
+            match self.rx.try_recv() {
+                Ok(r) => self.got = Some(r),
+                Err(std::sync::mpsc::TryRecvError::Empty) => return false,
+                Err(std::sync::mpsc::TryRecvError::Disconnected) => self.got = Some(Err(WORKER_GONE)),
+            }
+        }
+        true
+    }
+
+    fn wait(self: Box<Self>) -> Result<Vec<u8>, FormatError> {
+        match self.got {
+            Some(r) => r,
+            None => self.rx.recv().unwrap_or(Err(WORKER_GONE)),
+        }
+    }
+}
+
+/// The several-thread loop of [`stream_archive`]: chunk records start decoding
+/// on the pool as soon as they are buffered; while the window has room, input
+/// is read instead of waiting for the chunk whose turn it is, so the workers
+/// always have the next chunks.
+fn decode_on_threads(
+    dec: &mut StreamDecoder,
+    mut f: File,
+    path: &Path,
+    threads: usize,
+    pb: &indicatif::ProgressBar,
+    on_event: &mut impl FnMut(Event) -> Result<()>,
+) -> Result<()> {
+    let ahead = threads * CHUNKS_PER_THREAD;
+    let ahead_bytes = threads * AHEAD_PER_THREAD;
+    let window = threads * WINDOW_PER_THREAD;
+    let mut buf = vec![0u8; READ_PIECE];
+    let mut eof = false;
+    loop {
+        let wait = eof || dec.buffered() >= window;
+        match dec
+            .next_event_ahead(ahead, ahead_bytes, &mut PoolChunk::start, wait)
+            .map_err(CorruptArchive)?
+        {
+            Some(ev) => on_event(ev)?,
+            None if eof => return Ok(()),
+            None => {
+                let n = f
+                    .read(&mut buf)
+                    .with_context(|| format!("cannot read `{}`", path.display()))?;
+                if n == 0 {
+                    eof = true;
+                } else {
+                    pb.inc(n as u64);
+                    dec.push(&buf[..n]);
+                }
+            }
+        }
+    }
 }
 
 pub fn run(args: Args, quiet: bool) -> Result<()> {
