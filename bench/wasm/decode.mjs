@@ -72,13 +72,18 @@ const rows = [];
 for (const file of files) {
   const name = basename(file);
   const size = statSync(file).size;
-  const brv = ensure(join(opts.work, `${name}.brv`), () => run(opts.brevis, ['compress', '-q', '-o', join(opts.work, `${name}.brv`), file]));
+  // Archives are made by this binary on every run (a cached one could be an older build's).
+  const brv = join(opts.work, `${name}.brv`);
+  run(opts.brevis, ['compress', '-q', '-f', '-o', brv, file]);
+  const fast = join(opts.work, `${name}.fast.brv`);
+  run(opts.brevis, ['compress', '-q', '-f', '--fast-decode', '-o', fast, file]);
   const z19 = ensure(join(opts.work, `${name}.19.zst`), () => run('zstd', ['-19', '-T1', '-q', '-o', join(opts.work, `${name}.19.zst`), file]));
   const z3 = ensure(join(opts.work, `${name}.3.zst`), () => run('zstd', ['-3', '-T1', '-q', '-o', join(opts.work, `${name}.3.zst`), file]));
   const brvBytes = new Uint8Array(readFileSync(brv));
   const z19Bytes = new Uint8Array(readFileSync(z19));
 
-  const row = { file: name, size, brv: brvBytes.length, zstd19: z19Bytes.length, secs: {} };
+  const fastBytes = new Uint8Array(readFileSync(fast));
+  const row = { file: name, size, brv: brvBytes.length, fast: fastBytes.length, zstd19: z19Bytes.length, secs: {} };
   row.secs.native1 = best(() => run(opts.brevis, ['--threads', '1', 'verify', '-q', brv]));
   row.secs.native2 = best(() => run(opts.brevis, ['--threads', '2', 'verify', '-q', brv]));
   row.secs.zstd3 = best(() => run('zstd', ['-d', '-T1', '-q', '-c', z3], { stdout: 'ignore' }));
@@ -90,6 +95,13 @@ for (const file of files) {
     check = out.reduce((n, f) => n + f.size, 0);
   });
   if (check !== size) throw new Error(`${name}: raw wasm decode gave ${check} bytes, expected ${size}`);
+  // The `compress --fast-decode` archive: native and the raw wasm call.
+  row.secs.fastNative1 = best(() => run(opts.brevis, ['--threads', '1', 'verify', '-q', fast]));
+  row.secs.fastWasmRaw = best(() => {
+    const out = rawDecodeAll(fastBytes, Infinity, -1);
+    check = out.reduce((n, f) => n + f.size, 0);
+  });
+  if (check !== size) throw new Error(`${name}: raw wasm decode of the fast archive gave ${check} bytes`);
   row.secs.wasmStream = await bestAsync(async () => {
     let at = 0;
     let n = 0;
@@ -136,4 +148,16 @@ const node = process.version;
 const head = execFileSync(process.execPath, ['-e', 'console.log(require("os").cpus()[0].model)']).toString().trim();
 console.log(`Decode throughput, MB/s of original bytes (best of ${REPEAT}), Node ${node}, ${head}.\n`);
 console.log(lines.join('\n'));
+const fastLines = [
+  '',
+  'The same files compressed with `brevis compress --fast-decode` (no context-coded literals):',
+  '',
+  '| file | default archive B | fast archive B | size | fast native 1T | fast wasm raw | fast wasm raw / native 1T | fast wasm raw / default wasm raw | fast wasm raw / zstddec |',
+  '|---|---:|---:|---:|---:|---:|---:|---:|---:|',
+];
+for (const r of rows) {
+  const delta = ((r.fast / r.brv - 1) * 100).toFixed(2);
+  fastLines.push(`| ${r.file} | ${r.brv} | ${r.fast} | ${delta.startsWith('-') ? '' : '+'}${delta}% | ${mbps(r, 'fastNative1').toFixed(0)} | ${mbps(r, 'fastWasmRaw').toFixed(0)} | ${(mbps(r, 'fastWasmRaw') / mbps(r, 'fastNative1')).toFixed(2)} | ${(mbps(r, 'fastWasmRaw') / mbps(r, 'wasmRaw')).toFixed(2)} | ${(mbps(r, 'fastWasmRaw') / mbps(r, 'zstddec')).toFixed(2)} |`);
+}
+console.log(fastLines.join('\n'));
 console.log(`\n\`\`\`json\n${JSON.stringify(rows)}\n\`\`\``);
