@@ -73,14 +73,15 @@ impl LimitArgs {
 }
 
 /// Decoded bytes (as chunk records declare them) pending per worker thread:
-/// one and a half chunks of the default 4 MiB, so a worker finishing one finds
-/// the next started, and many small ones (tensors smaller than a chunk are
-/// chunks of their own).
-const AHEAD_PER_THREAD: usize = 6 << 20;
+/// one chunk of the default 4 MiB (a new one is started as soon as one is
+/// used, so a worker finishing one finds the next), or many small ones
+/// (tensors smaller than a chunk are chunks of their own).
+const AHEAD_PER_THREAD: usize = 4 << 20;
 /// Input buffered per worker thread before the decoder waits for a chunk rather
 /// than reading on. With [`AHEAD_PER_THREAD`] and [`HASH_QUEUE`], what keeps the
 /// peak RSS of 2 threads under 64 MiB on the corpus (`bench/decode.sh`): 12 MiB
-/// windows and 8 MiB ahead, from the batch decoder before, peaked at 81–94 MB.
+/// windows and 8 MiB ahead, from the batch decoder before, peaked at 81–94 MB,
+/// and 6 MiB ahead here at 69 MB on a synthetic BF16 archive.
 const WINDOW_PER_THREAD: usize = 4 << 20;
 /// Chunks pending per worker thread, at most.
 const CHUNKS_PER_THREAD: usize = 64;
