@@ -38,7 +38,7 @@ use brevis_format::stream::Stream;
 use super::lit::{best_lit_below, LitPolicy};
 use super::prior::{Context, Prior, PriorCounts};
 use super::productions::{
-    ctx_lit, hole_lower_bound, lit_mode, mostly_repeated_words, open, productions, Grammar, LitMode, Prod, Role, Shape,
+    ctx_leaf, hole_lower_bound, lit_mode, mostly_repeated_words, open, productions, Grammar, LitMode, Prod, Role, Shape,
 };
 use super::{CandidateSearch, Hint, Synthesizer};
 
@@ -273,7 +273,7 @@ impl Run<'_> {
                     }
                 }
                 let node = match p {
-                    Prod::Ctx(k) => ctx_lit(s, k)?,
+                    Prod::Ctx(k) => ctx_leaf(s, k)?,
                     _ => {
                         let mut policy = self.search.policy(mode);
                         // As the menu: roots of few distinct words always get the slow zstd trial.
@@ -711,6 +711,62 @@ mod tests {
                 }
             }
         }
+    }
+
+    /// FP8 words whose first quarter are mostly small (unused embedding rows)
+    /// and the rest mostly larger: two regimes over the same four exponents.
+    fn two_regime_fp8(n: usize) -> Stream {
+        let mut r = rng(5);
+        let v: Vec<u64> = (0..n)
+            .map(|i| {
+                // High bits of the generator: its low bits repeat within a few
+                // thousand words, and zstd would find them.
+                let x = r() >> 40;
+                let skew = (x % 4).min(x >> 2 & 3);
+                let e = if i < n / 4 { 7 + skew } else { 10 - skew };
+                ((x >> 4 & 1) << 7) | (e << 3) | (x >> 5 & 7)
+            })
+            .collect();
+        Stream::from_u64s(8, &v).unwrap()
+    }
+
+    #[test]
+    fn a_tensor_that_changes_regime_is_a_concat_of_blocks() {
+        let s = two_regime_fp8(1 << 17);
+        let hint = Hint::Tensor(DType::F8E4M3);
+        let whole = serialized_size(&crate::synth::productions::ctx_lit(&s, 5).unwrap());
+        // The leaf: cut where the regime changes, each block its own Lit.ctx.
+        let leaf = ctx_leaf(&s, 5).unwrap();
+        let Node::Concat(blocks) = &leaf else {
+            panic!("a Concat of blocks: {leaf}")
+        };
+        assert!(blocks.iter().all(|b| matches!(
+            b,
+            Node::Lit {
+                encoding: brevis_format::wire::LitEncoding::Ctx,
+                ..
+            }
+        )));
+        let Node::Lit { count, .. } = &blocks[0] else {
+            unreachable!()
+        };
+        assert_eq!(*count, 1 << 15, "{leaf}");
+        assert!(
+            serialized_size(&leaf) < whole,
+            "{leaf}: not below one Lit.ctx of {whole} B"
+        );
+        decodes_to(&leaf, &s);
+        // Both searches cut it too (the split of the word the estimate picks
+        // may differ), and beat one Lit.ctx of the whole word.
+        let menu = CandidateSearch::with_effort(1).synthesize(&s, hint);
+        let solved = AStarSearch::with_effort(1).solve(&s, hint, false);
+        for node in [&menu, &solved.node] {
+            assert!(serialized_size(node) < whole, "{node}");
+            assert!(node.to_string().contains("Concat("), "{node}");
+            decodes_to(node, &s);
+        }
+        assert_eq!(solved.size, serialized_size(&solved.node));
+        assert_eq!(solved.size, serialize(&solved.node).len());
     }
 
     #[test]

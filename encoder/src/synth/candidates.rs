@@ -6,7 +6,7 @@ use brevis_format::program::{serialized_size, Node};
 use brevis_format::stream::Stream;
 
 use super::lit::{best_lit, best_lit_below, constant, leaf, LitPolicy};
-use super::productions::{self as prods, ctx_lit, mostly_repeated_words, MAX_FIELD};
+use super::productions::{self as prods, ctx_leaf, mostly_repeated_words, MAX_FIELD};
 use super::{Hint, Synthesizer};
 
 /// Tries the sensible decompositions for each dtype and keeps the smallest.
@@ -172,13 +172,13 @@ impl CandidateSearch {
         let tries = if self.effort >= 2 { 2 } else { 1 };
         for t in prods::ctx_choices(s, exp, mant, tries) {
             let node = if t == mant {
-                ctx_lit(s, k)
+                ctx_leaf(s, k)
             } else {
                 let op = MergeOp::Fields(vec![k + t, mant - t]);
                 op.split(s).ok().and_then(|p| {
                     Some(Node::Merge {
                         op,
-                        children: vec![ctx_lit(&p[0], k)?, self.field(&p[1], &policy)],
+                        children: vec![ctx_leaf(&p[0], k)?, self.field(&p[1], &policy)],
                     })
                 })
             };

@@ -21,6 +21,7 @@ pub mod candidates;
 pub mod lit;
 pub mod prior;
 pub mod productions;
+pub mod segment;
 
 pub use astar::AStarSearch;
 pub use candidates::CandidateSearch;

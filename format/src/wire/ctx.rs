@@ -440,6 +440,20 @@ pub fn estimate<W: Word>(symbols: &[W], width: u8, k: u8) -> Option<f64> {
     Some(plan(&counts, symbols.len() as u64, width, k).estimate)
 }
 
+/// [`estimate`] from the words' census: `counts[v]` is how often word `v` occurs
+/// (`2^width` entries, as many words as their sum). The same plan as [`encode`],
+/// so an encoder can price a part of a stream from its histogram alone.
+pub fn estimate_counts(counts: &[u64], width: u8, k: u8) -> Option<f64> {
+    if !valid_split(width, k) || counts.len() != 1usize << width {
+        return None;
+    }
+    let n: u64 = counts.iter().sum();
+    if n == 0 {
+        return Some(0.0);
+    }
+    Some(plan(counts, n, width, k).estimate)
+}
+
 /// The split `k` (1..width) with the smallest estimate, and that estimate.
 pub fn best_split<W: Word>(symbols: &[W], width: u8) -> Option<(u8, f64)> {
     if !(2..=MAX_ENTROPY_WIDTH).contains(&width) {
@@ -860,6 +874,11 @@ mod tests {
             p.len()
         );
         assert_eq!(best_split(&v, 12).unwrap().0, 4);
+        // The census alone gives the same estimate.
+        let counts = crate::wire::tables::symbol_counts(&v, 12).unwrap();
+        assert_eq!(estimate_counts(&counts, 12, 4), Some(est));
+        assert_eq!(estimate_counts(&counts[1..], 12, 4), None);
+        assert_eq!(estimate_counts(&std::vec![0; 4096], 12, 4), Some(0.0));
     }
 
     #[test]
