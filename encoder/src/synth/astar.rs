@@ -378,6 +378,10 @@ impl AStarSearch {
     /// Searches a program for `root`; with `trace`, also returns the winning
     /// program's `(context, production)` choices (for `brevis train-prior`).
     pub fn solve(&self, root: &Stream, hint: Hint, trace: bool) -> Solved {
+        let lit = self.lit.for_hint(hint);
+        if lit != self.lit {
+            return AStarSearch { lit, ..self.clone() }.solve(root, hint, trace);
+        }
         let mut run = Run {
             search: self,
             grammar: self.grammar(),

@@ -311,6 +311,10 @@ fn keep_smaller(best: &mut Node, cand: Node) {
 
 impl Synthesizer for CandidateSearch {
     fn synthesize(&self, root: &Stream, hint: Hint) -> Node {
+        let lit = self.lit.for_hint(hint);
+        if lit != self.lit {
+            return CandidateSearch { lit, ..self.clone() }.synthesize(root, hint);
+        }
         if let Some(v) = constant(root) {
             super::count_candidate();
             return Node::Const {
