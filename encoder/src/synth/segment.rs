@@ -220,10 +220,7 @@ mod tests {
         let s = two_regimes(n, split);
         let ends = regime_cuts(&s, 0.0, order0_bytes).expect("two regimes");
         assert_eq!(ends, vec![split, n]);
-        let policy = super::super::LitPolicy {
-            zstd_level: 0,
-            zstd_retry_within: 1.0,
-        };
+        let policy = super::super::LitPolicy::new(0, 1.0);
         let node = concat_blocks(&s, &ends, |b| Some(super::super::lit::best_lit(b, &policy))).unwrap();
         let Node::Concat(children) = &node else {
             panic!("a Concat")
