@@ -531,7 +531,7 @@ fn row_top_bits(w: u8, exp: u8) -> u8 {
 }
 
 /// The scan one row back worth offering for a float tensor of `exp` exponent
-/// bits and rows of `row` words, if any: on a sample of rows, the order-0
+/// bits and rows of `row` words (at least 16, and 8 rows), if any: on a sample of rows, the order-0
 /// entropy of the top field (sign, exponent, top mantissa bits) of each word
 /// XORed with (or less) the word one row back, against the words themselves.
 /// Offered only when the better of the two is below the plain field's entropy
@@ -541,7 +541,7 @@ fn row_top_bits(w: u8, exp: u8) -> u8 {
 pub fn row_scan(s: &Stream, row: u64, exp: u8) -> Option<ScanOp> {
     let row = usize::try_from(row).ok()?;
     let n = s.len();
-    if row < 2 || n / row < 8 {
+    if row < ROW_SCAN_MIN_ROW || n / row < 8 {
         return None;
     }
     let w = s.width();
@@ -581,6 +581,12 @@ pub fn row_scan(s: &Stream, row: u64, exp: u8) -> Option<ScanOp> {
     };
     (best < plain * (1.0 - ROW_SCAN_MIN_GAIN)).then_some(op)
 }
+
+/// Shortest row [`row_scan`] considers. A shorter last dimension is a
+/// convolution's kernel row (3×3 kernels: the sample passed the gate on 20 of
+/// isnet_fp16.onnx's tensors, 9 of its 88 MB, the scan never won and their
+/// search took 2.0 s more of 17).
+const ROW_SCAN_MIN_ROW: usize = 16;
 
 /// Share of the top field's estimated entropy a row scan must save to be offered.
 const ROW_SCAN_MIN_GAIN: f64 = 0.02;
