@@ -808,7 +808,7 @@ mod tests {
         let (rows, row) = (96, 256);
         let s = smooth_f16(rows, row, false);
         let hint = Hint::Tensor(DType::F16, row as u64);
-        assert!(crate::synth::productions::row_scan(&s, row as u64, 5).is_some());
+        assert!(crate::synth::productions::row_scan(&s, row as u64, DType::F16).is_some());
         // Without the row length (and so without the scan) it costs more.
         let flat = AStarSearch::with_effort(1)
             .solve(&s, Hint::Tensor(DType::F16, 0), false)
@@ -832,7 +832,7 @@ mod tests {
         let (rows, row) = (96, 256);
         let s = smooth_f16(rows, row, true);
         let hint = Hint::Tensor(DType::F16, row as u64);
-        assert_eq!(crate::synth::productions::row_scan(&s, row as u64, 5), None);
+        assert_eq!(crate::synth::productions::row_scan(&s, row as u64, DType::F16), None);
         let menu = CandidateSearch::with_effort(1).synthesize(&s, hint);
         let solved = AStarSearch::with_effort(1).solve(&s, hint, false);
         for node in [&menu, &solved.node] {
@@ -849,6 +849,45 @@ mod tests {
                 );
             }
         }
+    }
+
+    #[test]
+    fn a_smooth_int8_tensor_is_scanned_one_row_back_and_a_shuffled_one_is_not() {
+        let (rows, row) = (96usize, 256usize);
+        let mut r = rng(9);
+        // Quantized position embeddings: int8 codes that drift by a step or two per row.
+        let mut v: Vec<u64> = (0..rows * row)
+            .map(|k| {
+                let (i, j) = ((k / row) as f32, (k % row) as f32);
+                let x = 90.0 * (0.04 * i + 0.61 * j).sin() + ((r() >> 20) % 3) as f32;
+                u64::from(x.round() as i8 as u8)
+            })
+            .collect();
+        let hint = Hint::Tensor(DType::I8, row as u64);
+        let s = Stream::from_u64s(8, &v).unwrap();
+        assert!(crate::synth::productions::row_scan(&s, row as u64, DType::I8).is_some());
+        let flat = AStarSearch::with_effort(1)
+            .solve(&s, Hint::Tensor(DType::I8, 0), false)
+            .size;
+        for node in [
+            CandidateSearch::with_effort(1).synthesize(&s, hint),
+            AStarSearch::with_effort(1).solve(&s, hint, false).node,
+        ] {
+            assert!(
+                matches!(&node, Node::Scan { stride, .. } if *stride == row as u64),
+                "not a row scan: {node}"
+            );
+            assert!(serialized_size(&node) < flat, "{node}: not below {flat} B");
+            decodes_to(&node, &s);
+        }
+        for i in (1..v.len()).rev() {
+            v.swap(i, (r() % (i as u64 + 1)) as usize);
+        }
+        let s = Stream::from_u64s(8, &v).unwrap();
+        assert_eq!(crate::synth::productions::row_scan(&s, row as u64, DType::I8), None);
+        let node = AStarSearch::with_effort(1).synthesize(&s, hint);
+        assert!(!node.to_string().contains("Scan"), "{node}");
+        decodes_to(&node, &s);
     }
 
     #[test]

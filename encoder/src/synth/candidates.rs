@@ -328,19 +328,6 @@ impl Synthesizer for CandidateSearch {
                 if let Some((e, m)) = dtype.float_layout() {
                     let mut b = self.field(root, &self.fields_policy());
                     self.float_candidates(root, e, m, &mut b);
-                    // Each row from the row before it, where a sample says it pays.
-                    if let Some(op) = prods::row_scan(root, row, e) {
-                        if let Some(child) = prods::scan_residuals(root, op, row) {
-                            keep_smaller(
-                                &mut b,
-                                Node::Scan {
-                                    op,
-                                    stride: row,
-                                    child: Box::new(self.synthesize(&child, Hint::Tensor(dtype, 0))),
-                                },
-                            );
-                        }
-                    }
                     // 16-bit floats as two byte planes, each free to use LZ
                     // (what the opaque view of the same bytes tries; it wins on
                     // FP16 checkpoints with repeated rows).
@@ -357,6 +344,16 @@ impl Synthesizer for CandidateSearch {
                     let mut b = self.field(root, &self.fields_policy());
                     self.int_candidates(root, dtype.is_signed_int(), &mut b);
                     found.push(b);
+                }
+                // Each row from the row before it, where a sample says it pays.
+                if let Some(op) = prods::row_scan(root, row, dtype) {
+                    if let Some(child) = prods::scan_residuals(root, op, row) {
+                        found.push(Node::Scan {
+                            op,
+                            stride: row,
+                            child: Box::new(self.synthesize(&child, Hint::Tensor(dtype, 0))),
+                        });
+                    }
                 }
             }
             Hint::Opaque => {

@@ -12,7 +12,7 @@ use brevis_format::ops::{interleave, MapOp, MergeOp, ScanOp};
 use brevis_format::program::{serialized_size, Node};
 use brevis_format::stream::{Stream, Words};
 use brevis_format::wire::ctx;
-use brevis_format::{with_words, with_words_mut};
+use brevis_format::{with_words, with_words_mut, DType};
 
 use super::Hint;
 
@@ -106,8 +106,8 @@ pub enum Prod {
     Quads,
     /// `Scan.add[1]`: differences from the previous word.
     Delta,
-    /// `Scan[op, row]` of a float tensor: each word from the word one row
-    /// back (smooth rows: position embeddings); the child is the tensor again.
+    /// `Scan[op, row]` of a tensor: each word from the word one row back
+    /// (smooth rows: position embeddings); the child is the tensor again.
     RowScan(ScanOp),
     /// `Map.zigzag`: signed differences to small unsigned ones.
     ZigZag,
@@ -277,7 +277,7 @@ pub fn productions(s: &Stream, role: Role, g: &Grammar, depth: u32) -> Vec<Prod>
                         if w == 16 {
                             out.push(Prod::Bytes);
                         }
-                        if let Some(op) = row_scan(s, row, e) {
+                        if let Some(op) = row_scan(s, row, dtype) {
                             out.push(Prod::RowScan(op));
                         }
                     } else {
@@ -285,6 +285,9 @@ pub fn productions(s: &Stream, role: Role, g: &Grammar, depth: u32) -> Vec<Prod>
                             out.push(Prod::Bytes);
                         }
                         out.push(Prod::Delta);
+                        if let Some(op) = row_scan(s, row, dtype) {
+                            out.push(Prod::RowScan(op));
+                        }
                     }
                 }
                 Hint::Opaque => {
@@ -524,28 +527,35 @@ pub fn scan_residuals(s: &Stream, op: ScanOp, stride: u64) -> Option<Stream> {
 /// Words sampled by [`row_scan`]'s estimate (whole rows, each with the row before it).
 const ROW_SAMPLE: usize = 1 << 14;
 
-/// Bits of a float's top field [`row_scan`] estimates: sign, exponent and the
-/// top mantissa bits, at most 12 (the whole word of an FP8).
-fn row_top_bits(w: u8, exp: u8) -> u8 {
-    w.min(1 + exp + 3).min(12)
+/// Bits of the top field [`row_scan`] estimates: a float's sign, exponent and
+/// three mantissa bits, at most 12 (the whole word of an FP8); an integer of
+/// up to 16 bits, its top 12 bits at most (the whole word of an int8); none
+/// for wider integers (their top bits are all sign).
+fn row_top_bits(dtype: DType) -> Option<u8> {
+    let w = dtype.bits();
+    match dtype.float_layout() {
+        Some((exp, _)) => Some(w.min(1 + exp + 3).min(12)),
+        None if (2..=16).contains(&w) => Some(w.min(12)),
+        None => None,
+    }
 }
 
-/// The scan one row back worth offering for a float tensor of `exp` exponent
-/// bits and rows of `row` words (at least 16, and 8 rows), if any: on a sample of rows, the order-0
-/// entropy of the top field (sign, exponent, top mantissa bits) of each word
-/// XORed with (or less) the word one row back, against the words themselves.
+/// The scan one row back worth offering for a tensor of `dtype` with rows of
+/// `row` words (at least 16, and 8 rows), if any: on a sample of rows, the
+/// order-0 entropy of the top field ([`row_top_bits`]) of each word XORed
+/// with (or less) the word one row back, against the words themselves.
 /// Offered only when the better of the two is below the plain field's entropy
 /// by [`ROW_SCAN_MIN_GAIN`] (rows of ordinary weights are independent, and
 /// there the scan only spreads the field); the search then charges the
 /// program its exact size like any other.
-pub fn row_scan(s: &Stream, row: u64, exp: u8) -> Option<ScanOp> {
+pub fn row_scan(s: &Stream, row: u64, dtype: DType) -> Option<ScanOp> {
     let row = usize::try_from(row).ok()?;
     let n = s.len();
-    if row < ROW_SCAN_MIN_ROW || n / row < 8 {
+    if row < ROW_SCAN_MIN_ROW || n / row < 8 || s.width() != dtype.bits() {
         return None;
     }
     let w = s.width();
-    let top = row_top_bits(w, exp);
+    let top = row_top_bits(dtype)?;
     let shift = w - top;
     let rows = n / row;
     let want = (ROW_SAMPLE / row).clamp(1, rows - 1);
