@@ -24,8 +24,8 @@
 //! structured state, so its slow zstd trial knows the size it must beat (as in
 //! the menu search). The budget (expansions) comes from the effort; when it
 //! runs out, the best partial program is completed greedily. Effort 0 is
-//! greedy: the root's two most likely productions by the prior, every other
-//! hole its most likely one.
+//! greedy: the root's two most likely productions by the prior (and a row
+//! scan, where the grammar offers one), every other hole its most likely one.
 
 use std::cmp::Ordering;
 use std::collections::{BinaryHeap, HashMap};
@@ -405,7 +405,13 @@ impl AStarSearch {
             let mut choices = run.choices(&root);
             choices.sort_by(|a, b| a.1.total_cmp(&b.1));
             let mut best: Option<State> = None;
-            for &(p, bits) in choices.iter().take(ROOT_TRIES) {
+            // A row scan the grammar offers is tried too: its gate (a sample of
+            // rows) is the evidence, and the prior has seen too few to rank it.
+            let row_scan = choices
+                .iter()
+                .skip(ROOT_TRIES)
+                .filter(|(p, _)| matches!(p, Prod::RowScan(_)));
+            for &(p, bits) in choices.iter().take(ROOT_TRIES).chain(row_scan) {
                 let mut st = start.clone();
                 st.pending = Some(p);
                 st.bits = bits;
@@ -815,7 +821,9 @@ mod tests {
             .size;
         let menu = CandidateSearch::with_effort(1).synthesize(&s, hint);
         let solved = AStarSearch::with_effort(1).solve(&s, hint, false);
-        for node in [&menu, &solved.node] {
+        // Effort 0 tries it beside the prior's two likeliest root productions.
+        let greedy = AStarSearch::with_effort(0).synthesize(&s, hint);
+        for node in [&menu, &solved.node, &greedy] {
             assert!(
                 matches!(node, Node::Scan { stride, .. } if *stride == row as u64),
                 "not a row scan: {node}"
