@@ -177,8 +177,13 @@ fn chunk_jobs(segment: usize, plan: &SegmentPlan, data: &[u8], chunk_bytes: usiz
         return;
     }
     match &plan.kind {
-        SegmentKind::Tensor { dtype, .. } => {
+        SegmentKind::Tensor { dtype, shape } => {
             let step = (chunk_bytes / dtype.size()).max(1) * dtype.size();
+            // The row length (last dimension) of a tensor of two or more dimensions.
+            let row = match shape[..] {
+                [.., _, last] => last,
+                _ => 0,
+            };
             let mut at = range.start;
             while at < range.end {
                 let end = (at + step).min(range.end);
@@ -186,7 +191,7 @@ fn chunk_jobs(segment: usize, plan: &SegmentPlan, data: &[u8], chunk_bytes: usiz
                     segment,
                     range: at..end,
                     root_width: dtype.bits(),
-                    hint: Hint::Tensor(*dtype),
+                    hint: Hint::Tensor(*dtype, row),
                     base: None,
                 });
                 at = end;

@@ -24,8 +24,8 @@
 //! structured state, so its slow zstd trial knows the size it must beat (as in
 //! the menu search). The budget (expansions) comes from the effort; when it
 //! runs out, the best partial program is completed greedily. Effort 0 is
-//! greedy: the root's two most likely productions by the prior, every other
-//! hole its most likely one.
+//! greedy: the root's two most likely productions by the prior (and a row
+//! scan, where the grammar offers one), every other hole its most likely one.
 
 use std::cmp::Ordering;
 use std::collections::{BinaryHeap, HashMap};
@@ -409,7 +409,13 @@ impl AStarSearch {
             let mut choices = run.choices(&root);
             choices.sort_by(|a, b| a.1.total_cmp(&b.1));
             let mut best: Option<State> = None;
-            for &(p, bits) in choices.iter().take(ROOT_TRIES) {
+            // A row scan the grammar offers is tried too: its gate (a sample of
+            // rows) is the evidence, and the prior has seen too few to rank it.
+            let row_scan = choices
+                .iter()
+                .skip(ROOT_TRIES)
+                .filter(|(p, _)| matches!(p, Prod::RowScan(_)));
+            for &(p, bits) in choices.iter().take(ROOT_TRIES).chain(row_scan) {
                 let mut st = start.clone();
                 st.pending = Some(p);
                 st.bits = bits;
@@ -618,17 +624,17 @@ mod tests {
         let rep: Vec<u64> = (0..n).map(|i| [5u64, 9, 200, 3][i % 4]).collect();
         let s = |w: u8, v: &[u64]| Stream::from_u64s(w, v).unwrap();
         vec![
-            (s(32, &f32s), Hint::Tensor(DType::F32)),
-            (s(16, &bf16), Hint::Tensor(DType::BF16)),
-            (s(16, &f16), Hint::Tensor(DType::F16)),
-            (s(8, &f8), Hint::Tensor(DType::F8E4M3)),
-            (s(32, &ramp), Hint::Tensor(DType::I32)),
+            (s(32, &f32s), Hint::Tensor(DType::F32, 0)),
+            (s(16, &bf16), Hint::Tensor(DType::BF16, 0)),
+            (s(16, &f16), Hint::Tensor(DType::F16, 0)),
+            (s(8, &f8), Hint::Tensor(DType::F8E4M3, 0)),
+            (s(32, &ramp), Hint::Tensor(DType::I32, 0)),
             (s(8, &bytes), Hint::Opaque),
             (s(16, &bf16), Hint::Opaque),
             (s(8, &nibbles), Hint::Nibbles),
             (s(16, &words16), Hint::Records(4)),
-            (s(8, &rep), Hint::Tensor(DType::U8)),
-            (s(16, &vec![0x3c00; n]), Hint::Tensor(DType::F16)),
+            (s(8, &rep), Hint::Tensor(DType::U8, 0)),
+            (s(16, &vec![0x3c00; n]), Hint::Tensor(DType::F16, 0)),
         ]
     }
 
@@ -737,7 +743,7 @@ mod tests {
     #[test]
     fn a_tensor_that_changes_regime_is_a_concat_of_blocks() {
         let s = two_regime_fp8(1 << 17);
-        let hint = Hint::Tensor(DType::F8E4M3);
+        let hint = Hint::Tensor(DType::F8E4M3, 0);
         let whole = serialized_size(&crate::synth::productions::ctx_lit(&s, 5).unwrap());
         // The leaf: cut where the regime changes, each block its own Lit.ctx.
         let leaf = ctx_leaf(&s, 5).unwrap();
@@ -771,6 +777,129 @@ mod tests {
         }
         assert_eq!(solved.size, serialized_size(&solved.node));
         assert_eq!(solved.size, serialize(&solved.node).len());
+    }
+
+    /// FP16 bits of `x` (mantissa truncated, flushed to zero below the normal range).
+    fn f16_bits(x: f32) -> u64 {
+        let b = x.to_bits();
+        let sign = u64::from(b >> 31);
+        let exp = i64::from((b >> 23) & 0xff) - 127 + 15;
+        if exp < 1 {
+            // Below the normal range: a signed zero is close enough here.
+            return sign << 15;
+        }
+        assert!(exp < 31, "{x} out of the FP16 range");
+        (sign << 15) | ((exp as u64) << 10) | u64::from((b >> 13) & 0x3ff)
+    }
+
+    /// An FP16 tensor of `rows` rows of `row` words that varies smoothly from
+    /// row to row (position embeddings), or, `iid`, the same values shuffled.
+    fn smooth_f16(rows: usize, row: usize, iid: bool) -> Stream {
+        let mut r = rng(3);
+        let mut v: Vec<u64> = (0..rows * row)
+            .map(|k| {
+                let (i, j) = ((k / row) as f32, (k % row) as f32);
+                let amp = 0.5 + 0.4 * (1.3 * j).cos();
+                let noise = ((r() >> 20) % 64) as f32 / 64.0 * 1e-3;
+                f16_bits(amp * (0.03 * i + 0.37 * j).sin() + 0.02 + noise)
+            })
+            .collect();
+        if iid {
+            // Fisher-Yates: same values, no order.
+            for i in (1..v.len()).rev() {
+                v.swap(i, (r() % (i as u64 + 1)) as usize);
+            }
+        }
+        Stream::from_u64s(16, &v).unwrap()
+    }
+
+    #[test]
+    fn a_smooth_tensor_is_scanned_one_row_back() {
+        let (rows, row) = (96, 256);
+        let s = smooth_f16(rows, row, false);
+        let hint = Hint::Tensor(DType::F16, row as u64);
+        assert!(crate::synth::productions::row_scan(&s, row as u64, DType::F16).is_some());
+        // Without the row length (and so without the scan) it costs more.
+        let flat = AStarSearch::with_effort(1)
+            .solve(&s, Hint::Tensor(DType::F16, 0), false)
+            .size;
+        let menu = CandidateSearch::with_effort(1).synthesize(&s, hint);
+        let solved = AStarSearch::with_effort(1).solve(&s, hint, false);
+        // Effort 0 tries it beside the prior's two likeliest root productions.
+        let greedy = AStarSearch::with_effort(0).synthesize(&s, hint);
+        for node in [&menu, &solved.node, &greedy] {
+            assert!(
+                matches!(node, Node::Scan { stride, .. } if *stride == row as u64),
+                "not a row scan: {node}"
+            );
+            assert!(serialized_size(node) < flat, "{node}: not below {flat} B");
+            decodes_to(node, &s);
+        }
+        assert_eq!(solved.size, serialized_size(&solved.node));
+        assert_eq!(solved.size, serialize(&solved.node).len());
+    }
+
+    #[test]
+    fn an_iid_tensor_is_not_scanned() {
+        let (rows, row) = (96, 256);
+        let s = smooth_f16(rows, row, true);
+        let hint = Hint::Tensor(DType::F16, row as u64);
+        assert_eq!(crate::synth::productions::row_scan(&s, row as u64, DType::F16), None);
+        let menu = CandidateSearch::with_effort(1).synthesize(&s, hint);
+        let solved = AStarSearch::with_effort(1).solve(&s, hint, false);
+        for node in [&menu, &solved.node] {
+            assert!(!node.to_string().contains("Scan"), "{node}");
+            decodes_to(node, &s);
+        }
+        // The random floats of the other tests too.
+        for (s, hint) in cases(4096) {
+            if let Hint::Tensor(d, _) = hint {
+                let node = AStarSearch::with_effort(1).synthesize(&s, Hint::Tensor(d, 64));
+                assert!(
+                    !node.to_string().contains("Scan.xor[64]") && !node.to_string().contains("Scan.delta[64]"),
+                    "{node}"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn a_smooth_int8_tensor_is_scanned_one_row_back_and_a_shuffled_one_is_not() {
+        let (rows, row) = (96usize, 256usize);
+        let mut r = rng(9);
+        // Quantized position embeddings: int8 codes that drift by a step or two per row.
+        let mut v: Vec<u64> = (0..rows * row)
+            .map(|k| {
+                let (i, j) = ((k / row) as f32, (k % row) as f32);
+                let x = 90.0 * (0.04 * i + 0.61 * j).sin() + ((r() >> 20) % 3) as f32;
+                u64::from(x.round() as i8 as u8)
+            })
+            .collect();
+        let hint = Hint::Tensor(DType::I8, row as u64);
+        let s = Stream::from_u64s(8, &v).unwrap();
+        assert!(crate::synth::productions::row_scan(&s, row as u64, DType::I8).is_some());
+        let flat = AStarSearch::with_effort(1)
+            .solve(&s, Hint::Tensor(DType::I8, 0), false)
+            .size;
+        for node in [
+            CandidateSearch::with_effort(1).synthesize(&s, hint),
+            AStarSearch::with_effort(1).solve(&s, hint, false).node,
+        ] {
+            assert!(
+                matches!(&node, Node::Scan { stride, .. } if *stride == row as u64),
+                "not a row scan: {node}"
+            );
+            assert!(serialized_size(&node) < flat, "{node}: not below {flat} B");
+            decodes_to(&node, &s);
+        }
+        for i in (1..v.len()).rev() {
+            v.swap(i, (r() % (i as u64 + 1)) as usize);
+        }
+        let s = Stream::from_u64s(8, &v).unwrap();
+        assert_eq!(crate::synth::productions::row_scan(&s, row as u64, DType::I8), None);
+        let node = AStarSearch::with_effort(1).synthesize(&s, hint);
+        assert!(!node.to_string().contains("Scan"), "{node}");
+        decodes_to(&node, &s);
     }
 
     #[test]

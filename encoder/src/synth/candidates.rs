@@ -328,7 +328,7 @@ impl Synthesizer for CandidateSearch {
         // it has to beat (and skips slow zstd levels that cannot).
         let mut found: Vec<Node> = Vec::new();
         match hint {
-            Hint::Tensor(dtype) => {
+            Hint::Tensor(dtype, row) => {
                 if let Some((e, m)) = dtype.float_layout() {
                     let mut b = self.field(root, &self.fields_policy());
                     self.float_candidates(root, e, m, &mut b);
@@ -348,6 +348,16 @@ impl Synthesizer for CandidateSearch {
                     let mut b = self.field(root, &self.fields_policy());
                     self.int_candidates(root, dtype.is_signed_int(), &mut b);
                     found.push(b);
+                }
+                // Each row from the row before it, where a sample says it pays.
+                if let Some(op) = prods::row_scan(root, row, dtype) {
+                    if let Some(child) = prods::scan_residuals(root, op, row) {
+                        found.push(Node::Scan {
+                            op,
+                            stride: row,
+                            child: Box::new(self.synthesize(&child, Hint::Tensor(dtype, 0))),
+                        });
+                    }
                 }
             }
             Hint::Opaque => {

@@ -47,8 +47,11 @@ pub fn take_candidates() -> u64 {
 /// What the container knows about a chunk's data.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Hint {
-    /// Raw data of a tensor of this dtype; the root width is the dtype's.
-    Tensor(DType),
+    /// Raw data of a tensor of this dtype and row length (its last
+    /// dimension, in words; 0 when it has fewer than two dimensions); the root
+    /// width is the dtype's. A chunk need not start on a row: the row length
+    /// is the stride of "the word one row back" either way.
+    Tensor(DType, u64),
     /// Bytes with no known structure, viewed as words of the root width.
     Opaque,
     /// Bytes made of fixed-size records of this many bytes (GGUF's quantized
