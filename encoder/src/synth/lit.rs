@@ -360,7 +360,11 @@ mod tests {
         use super::super::Hint;
         let p = LitPolicy::new(19, 1.08);
         assert_eq!(p.for_hint(Hint::Opaque), p);
-        for hint in [Hint::Tensor(brevis_format::DType::I8), Hint::Records(34), Hint::Nibbles] {
+        for hint in [
+            Hint::Tensor(brevis_format::DType::I8, 384),
+            Hint::Records(34),
+            Hint::Nibbles,
+        ] {
             assert_eq!(p.for_hint(hint).zstd_retry_within, TENSOR_ZSTD_RETRY);
             assert_eq!(p.for_hint(hint).zstd_level, 19);
         }
