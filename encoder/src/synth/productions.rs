@@ -542,10 +542,10 @@ fn row_top_bits(dtype: DType) -> Option<u8> {
 
 /// The scan one row back worth offering for a tensor of `dtype` with rows of
 /// `row` words (at least 16, and 8 rows), if any: on a sample of rows, the
-/// order-0 entropy of the top field ([`row_top_bits`]) of each word XORed
+/// order-0 entropy of the top field (`row_top_bits`) of each word XORed
 /// with (or less) the word one row back, against the words themselves.
 /// Offered only when the better of the two is below the plain field's entropy
-/// by [`ROW_SCAN_MIN_GAIN`] (rows of ordinary weights are independent, and
+/// by `ROW_SCAN_MIN_GAIN` (rows of ordinary weights are independent, and
 /// there the scan only spreads the field); the search then charges the
 /// program its exact size like any other.
 pub fn row_scan(s: &Stream, row: u64, dtype: DType) -> Option<ScanOp> {
