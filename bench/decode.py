@@ -73,6 +73,11 @@ def run(argv: list[str], stdout=subprocess.DEVNULL) -> None:
     subprocess.run(argv, check=True, stdout=stdout, stderr=subprocess.PIPE)
 
 
+def verify_argv(brevis: str, archive: Path, threads: int) -> list[str]:
+    """``brevis verify`` of ``archive`` on ``threads`` threads, quietly."""
+    return [brevis, "verify", str(archive), "-q", "--threads", str(threads)]
+
+
 def peak_rss_mb(argv: list[str]) -> float:
     """Maximum resident set size of one run of ``argv`` (MB), as GNU time reports it.
 
@@ -120,18 +125,14 @@ def measure(path: Path, brevis: str, baseline: str | None, runs: int, dtype: str
     rebuilt = OUT / "rebuilt"
     secs: dict[str, float | None] = {}
 
-    def brevis_verify(binary: str, threads: int):
-        return lambda: run([binary, "verify", str(brv), "-q", "--threads", str(threads)])
-
-    secs["brevis_1t"] = best_of(brevis_verify(brevis, 1), runs)
-    secs["brevis_2t"] = best_of(brevis_verify(brevis, 2), runs)
-    rss = {f"{t}t": peak_rss_mb([brevis, "verify", str(brv), "-q", "--threads", str(t)]) for t in (1, 2)}
     fast = Path(f"{stem}.fast.brv")
     run([brevis, "compress", str(path), "-o", str(fast), "-f", "-q", "--fast-decode"])
     for t in (1, 2):
-        secs[f"fast_{t}t"] = best_of(lambda t=t: run([brevis, "verify", str(fast), "-q", "--threads", str(t)]), runs)
+        secs[f"brevis_{t}t"] = best_of(lambda t=t: run(verify_argv(brevis, brv, t)), runs)
+        secs[f"fast_{t}t"] = best_of(lambda t=t: run(verify_argv(brevis, fast, t)), runs)
+    rss = {f"{t}t": peak_rss_mb(verify_argv(brevis, brv, t)) for t in (1, 2)}
     if baseline:
-        secs["baseline_1t"] = best_of(brevis_verify(baseline, 1), runs)
+        secs["baseline_1t"] = best_of(lambda: run(verify_argv(baseline, brv, 1)), runs)
     for key, frame in (("zstd3", z3), ("zstd19", z19)):
         secs[key] = best_of(lambda f=frame: run(["zstd", "-d", "-q", "-c", str(f)]), runs)
     secs["zipnn"], zipnn_note = zipnn_decode_s(path.read_bytes(), dtype or zipnn_dtype(path), runs)
@@ -171,8 +172,8 @@ def measure_synthetic(gib: float, brevis: str, runs: int) -> dict:
     run([brevis, "compress", str(src), "-o", str(brv), "-f", "-q", "--effort", "0"])
     compress_s = time.perf_counter() - t
     size = src.stat().st_size
-    secs = {f"{n}t": best_of(lambda n=n: run([brevis, "verify", str(brv), "-q", "--threads", str(n)]), runs) for n in (1, 2)}
-    rss = {f"{n}t": peak_rss_mb([brevis, "verify", str(brv), "-q", "--threads", str(n)]) for n in (1, 2)}
+    secs = {f"{n}t": best_of(lambda n=n: run(verify_argv(brevis, brv, n)), runs) for n in (1, 2)}
+    rss = {f"{n}t": peak_rss_mb(verify_argv(brevis, brv, n)) for n in (1, 2)}
     out = {
         "file": src.name,
         "bytes": size,

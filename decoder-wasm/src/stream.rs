@@ -179,8 +179,6 @@ pub struct StreamDecoder {
     /// record's offset, its declared decoded length and its pending result, used
     /// when the record is reached.
     predecoded: VecDeque<(u64, u64, Box<dyn PendingChunk>)>,
-    /// Decoded bytes declared by the chunks in `predecoded`.
-    predecoded_bytes: u64,
     /// Archive offset just past the last record scanned for chunks to start ahead.
     scanned_to: u64,
     /// Where base tensors come from (delta segments).
@@ -222,7 +220,6 @@ impl StreamDecoder {
             failed: None,
             queue: VecDeque::new(),
             predecoded: VecDeque::new(),
-            predecoded_bytes: 0,
             scanned_to: 0,
             base: None,
             segments_seen: 0,
@@ -382,7 +379,8 @@ impl StreamDecoder {
             return;
         };
         let mut at = self.pos + skip;
-        while self.predecoded.len() < max && self.predecoded_bytes < max_bytes {
+        let mut pending_bytes = self.predecoded.iter().fold(0u64, |sum, p| sum.saturating_add(p.1));
+        while self.predecoded.len() < max && pending_bytes < max_bytes {
             let Some(avail) = self.buf.get(at..) else { break };
             let Ok(head) = RecordHead::parse(avail) else { break };
             if avail.len() < head.total_len() {
@@ -397,7 +395,7 @@ impl StreamDecoder {
                     };
                     let Ok(header) = ChunkRecord::parse(body) else { break };
                     let pending = start(body, &self.limits.program);
-                    self.predecoded_bytes = self.predecoded_bytes.saturating_add(header.decoded_len);
+                    pending_bytes = pending_bytes.saturating_add(header.decoded_len);
                     self.predecoded.push_back((offset, header.decoded_len, pending));
                 }
                 _ => break,
@@ -617,16 +615,12 @@ impl StreamDecoder {
                 let read_so_far = offset + (body.len() + archive::RECORD_OVERHEAD) as u64;
                 self.limits.check_ratio(self.decoded_total, read_so_far)?;
                 let mut data = match self.predecoded.pop_front() {
-                    Some((at, declared, pending)) if at == offset => {
-                        self.predecoded_bytes = self.predecoded_bytes.saturating_sub(declared);
-                        pending.wait()?
-                    }
+                    Some((at, _, pending)) if at == offset => pending.wait()?,
                     other => {
                         // Nothing started ahead for this record (or, defensively,
                         // for another one: drop it all).
                         if other.is_some() {
                             self.predecoded.clear();
-                            self.predecoded_bytes = 0;
                         }
                         let mut data = Vec::new();
                         decode_chunk_into(body, &self.limits.program, &mut data)?;

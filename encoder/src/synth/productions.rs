@@ -277,17 +277,14 @@ pub fn productions(s: &Stream, role: Role, g: &Grammar, depth: u32) -> Vec<Prod>
                         if w == 16 {
                             out.push(Prod::Bytes);
                         }
-                        if let Some(op) = row_scan(s, row, dtype) {
-                            out.push(Prod::RowScan(op));
-                        }
                     } else {
                         if w >= 16 && w.is_multiple_of(8) {
                             out.push(Prod::Bytes);
                         }
                         out.push(Prod::Delta);
-                        if let Some(op) = row_scan(s, row, dtype) {
-                            out.push(Prod::RowScan(op));
-                        }
+                    }
+                    if let Some(op) = row_scan(s, row, dtype) {
+                        out.push(Prod::RowScan(op));
                     }
                 }
                 Hint::Opaque => {
@@ -443,27 +440,16 @@ pub fn open(p: Prod, s: &Stream, role: Role) -> Option<Opened> {
         }),
         Prod::Columns => {
             let (cols, tail) = columns(s)?;
-            let mut children: Vec<(Stream, Role)> = cols.into_iter().map(|c| (c, Role::Leaf(LitMode::Full))).collect();
-            let shape = match tail {
-                Some(t) => {
-                    children.push((t, Role::Leaf(LitMode::Full)));
-                    Shape::InterleaveTail
-                }
-                None => Shape::Interleave,
-            };
-            Some(Opened { shape, children })
+            Some(interleaved(
+                cols,
+                Role::Leaf(LitMode::Full),
+                tail,
+                Role::Leaf(LitMode::Full),
+            ))
         }
         Prod::Records(r) => {
             let (cols, tail) = records(s, r)?;
-            let mut children: Vec<(Stream, Role)> = cols.into_iter().map(|c| (c, Role::Column)).collect();
-            let shape = match tail {
-                Some(t) => {
-                    children.push((t, Role::Leaf(LitMode::Fields)));
-                    Shape::InterleaveTail
-                }
-                None => Shape::Interleave,
-            };
-            Some(Opened { shape, children })
+            Some(interleaved(cols, Role::Column, tail, Role::Leaf(LitMode::Fields)))
         }
         Prod::Repeat(times) => {
             let words = s.to_u64s();
@@ -522,6 +508,20 @@ pub fn scan_residuals(s: &Stream, op: ScanOp, stride: u64) -> Option<Stream> {
     let mut d = s.clone().into_words();
     with_words_mut!(&mut d, x => op.invert(w, stride, x));
     Stream::new(w, d).ok()
+}
+
+/// An `Interleave` of `cols` (each a hole of role `col`), with the ragged
+/// `tail` (role `tail_role`) after them in a `Concat` when there is one.
+fn interleaved(cols: Vec<Stream>, col: Role, tail: Option<Stream>, tail_role: Role) -> Opened {
+    let mut children: Vec<(Stream, Role)> = cols.into_iter().map(|c| (c, col)).collect();
+    let shape = match tail {
+        Some(t) => {
+            children.push((t, tail_role));
+            Shape::InterleaveTail
+        }
+        None => Shape::Interleave,
+    };
+    Opened { shape, children }
 }
 
 /// Words sampled by [`row_scan`]'s estimate (whole rows, each with the row before it).

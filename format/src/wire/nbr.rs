@@ -447,21 +447,25 @@ fn mode(symbols: &[u8]) -> u8 {
         .unwrap_or(0)
 }
 
+/// One of the encoder's models (`ENCODER_MODELS`) around `center`, with its
+/// starting buckets.
+fn encoder_model(center: u8, (weights, signed): (&[u8], bool), width: u8) -> Model {
+    let mut m = Model {
+        center,
+        weights: weights.to_vec(),
+        signed,
+        thresholds: Vec::new(),
+    };
+    m.thresholds = log_thresholds(m.max_sum(width), MAX_BUCKETS, ENCODER_PER_DOUBLING);
+    m
+}
+
 /// The best of the encoder's models by estimate.
 fn best_plan(symbols: &[u8], width: u8) -> Plan {
     let center = mode(symbols);
     ENCODER_MODELS
         .iter()
-        .map(|&(w, signed)| {
-            let mut m = Model {
-                center,
-                weights: w.to_vec(),
-                signed,
-                thresholds: Vec::new(),
-            };
-            m.thresholds = log_thresholds(m.max_sum(width), MAX_BUCKETS, ENCODER_PER_DOUBLING);
-            plan(symbols, width, m)
-        })
+        .map(|&model| plan(symbols, width, encoder_model(center, model, width)))
         .min_by(|a, b| a.estimate.total_cmp(&b.estimate))
         .expect("at least one model")
 }
@@ -483,14 +487,7 @@ pub fn promising(symbols: &[u8], width: u8) -> bool {
         return false;
     }
     let center = mode(sample);
-    let (weights, signed) = ENCODER_MODELS[0];
-    let mut m = Model {
-        center,
-        weights: weights.to_vec(),
-        signed,
-        thresholds: Vec::new(),
-    };
-    m.thresholds = log_thresholds(m.max_sum(width), MAX_BUCKETS, ENCODER_PER_DOUBLING);
+    let m = encoder_model(center, ENCODER_MODELS[0], width);
     let flat = Model {
         center,
         weights: vec![0],

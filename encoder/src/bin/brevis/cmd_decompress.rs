@@ -170,11 +170,11 @@ impl Drop for ThreadedSha256 {
 /// `on_event` for each event. Decoder errors become [`CorruptArchive`].
 ///
 /// With more than one thread (`--threads`, default all cores) chunk records
-/// start decoding on rayon's pool as soon as they are buffered (at most `AHEAD_PER_THREAD` declared bytes per
-/// thread pending), and files are hashed on a thread of their own
-/// ([`ThreadedSha256`]); memory stays bounded by the read window
-/// (`WINDOW_PER_THREAD` per thread) plus the pending chunks, and the events,
-/// their order and every check are those of the one-thread decoder.
+/// start decoding on rayon's pool as soon as they are buffered (at most
+/// `AHEAD_PER_THREAD` declared bytes per thread pending), and files are hashed
+/// on a thread of their own ([`ThreadedSha256`]); memory stays bounded by the
+/// read window (`WINDOW_PER_THREAD` per thread) plus the pending chunks, and
+/// the events, their order and every check are those of the one-thread decoder.
 fn stream_archive(
     path: &Path,
     limits: DecodeLimits,
@@ -190,13 +190,18 @@ fn stream_archive(
         None => StreamDecoder::new(limits),
     };
     let threads = rayon::current_num_threads();
-    let result = if threads > 1 {
+    // One thread: nothing is started ahead, and the decoder always waits.
+    let ahead = if threads > 1 {
         dec.set_file_hasher(Box::new(ThreadedSha256::new()?));
-        decode_on_threads(&mut dec, f, path, threads, &pb, &mut on_event)
+        Ahead {
+            chunks: threads * CHUNKS_PER_THREAD,
+            bytes: threads * AHEAD_PER_THREAD,
+            window: threads * WINDOW_PER_THREAD,
+        }
     } else {
-        decode_here(&mut dec, f, path, &pb, &mut on_event)
+        Ahead::default()
     };
-    result?;
+    decode_stream(&mut dec, f, path, ahead, &pb, &mut on_event)?;
     pb.finish_and_clear();
     dec.finish().map_err(CorruptArchive)?;
     Ok(())
@@ -205,28 +210,15 @@ fn stream_archive(
 /// Bytes per read of the archive.
 const READ_PIECE: usize = 1 << 20;
 
-/// The one-thread loop of [`stream_archive`]: read when the decoder needs input.
-fn decode_here(
-    dec: &mut StreamDecoder,
-    mut f: File,
-    path: &Path,
-    pb: &indicatif::ProgressBar,
-    on_event: &mut impl FnMut(Event) -> Result<()>,
-) -> Result<()> {
-    let mut buf = vec![0u8; READ_PIECE];
-    loop {
-        while let Some(ev) = dec.next_event().map_err(CorruptArchive)? {
-            on_event(ev)?;
-        }
-        let n = f
-            .read(&mut buf)
-            .with_context(|| format!("cannot read `{}`", path.display()))?;
-        if n == 0 {
-            return Ok(());
-        }
-        pb.inc(n as u64);
-        dec.push(&buf[..n]);
-    }
+/// What [`decode_stream`] starts ahead of the record being decoded.
+#[derive(Clone, Copy, Default)]
+struct Ahead {
+    /// Chunks pending at most.
+    chunks: usize,
+    /// Decoded bytes (as declared) pending at most.
+    bytes: usize,
+    /// Input buffered before the decoder waits for a chunk rather than reading on.
+    window: usize,
 }
 
 /// A chunk decoding on rayon's pool.
@@ -273,27 +265,24 @@ impl PendingChunk for PoolChunk {
     }
 }
 
-/// The several-thread loop of [`stream_archive`]: chunk records start decoding
-/// on the pool as soon as they are buffered; while the window has room, input
+/// The loop of [`stream_archive`]: chunk records start decoding on the pool as
+/// soon as they are buffered (within `ahead`); while the window has room, input
 /// is read instead of waiting for the chunk whose turn it is, so the workers
 /// always have the next chunks.
-fn decode_on_threads(
+fn decode_stream(
     dec: &mut StreamDecoder,
     mut f: File,
     path: &Path,
-    threads: usize,
+    ahead: Ahead,
     pb: &indicatif::ProgressBar,
     on_event: &mut impl FnMut(Event) -> Result<()>,
 ) -> Result<()> {
-    let ahead = threads * CHUNKS_PER_THREAD;
-    let ahead_bytes = threads * AHEAD_PER_THREAD;
-    let window = threads * WINDOW_PER_THREAD;
     let mut buf = vec![0u8; READ_PIECE];
     let mut eof = false;
     loop {
-        let wait = eof || dec.buffered() >= window;
+        let wait = eof || dec.buffered() >= ahead.window;
         match dec
-            .next_event_ahead(ahead, ahead_bytes, &mut PoolChunk::start, wait)
+            .next_event_ahead(ahead.chunks, ahead.bytes, &mut PoolChunk::start, wait)
             .map_err(CorruptArchive)?
         {
             Some(ev) => on_event(ev)?,
