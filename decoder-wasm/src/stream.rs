@@ -158,9 +158,13 @@ type NoStart = fn(&[u8], &Limits) -> Box<dyn PendingChunk>;
 /// A push-style archive decoder. See the module docs.
 pub struct StreamDecoder {
     limits: DecodeLimits,
+    /// Input: `buf[pos..end]` is pushed and not yet consumed; past `end`, space
+    /// already initialized for [`Self::fill`] to read into.
     buf: Vec<u8>,
     /// Start of unconsumed bytes in `buf`.
     pos: usize,
+    /// End of the pushed bytes in `buf`.
+    end: usize,
     /// Archive offset of `buf[pos]`.
     offset: u64,
     state: State,
@@ -208,6 +212,7 @@ impl StreamDecoder {
             limits,
             buf: Vec::new(),
             pos: 0,
+            end: 0,
             offset: 0,
             state: State::Header,
             file: None,
@@ -254,16 +259,38 @@ impl StreamDecoder {
 
     /// Appends input bytes. Decoding happens in [`Self::next_event`].
     pub fn push(&mut self, input: &[u8]) {
-        if self.pos > 0 && self.pos >= self.buf.len() / 2 {
-            self.buf.drain(..self.pos);
+        self.space(input.len()).copy_from_slice(input);
+        self.end += input.len();
+    }
+
+    /// Appends up to `max` input bytes that `read` writes into the slice it gets
+    /// (of `max` bytes), returning how many it wrote: [`Self::push`] without the
+    /// copy, for a caller reading a file (`read` is `File::read`, say). What
+    /// `read` returns is returned; an error appends nothing.
+    pub fn fill<E>(&mut self, max: usize, read: impl FnOnce(&mut [u8]) -> Result<usize, E>) -> Result<usize, E> {
+        let n = read(self.space(max))?.min(max);
+        self.end += n;
+        Ok(n)
+    }
+
+    /// `n` bytes of writable space just past the pushed bytes. The consumed bytes
+    /// are dropped first once they are half the buffer (moving the rest to its
+    /// start), so the buffer stays within about twice what is pushed at once.
+    fn space(&mut self, n: usize) -> &mut [u8] {
+        if self.pos > 0 && self.pos >= self.end / 2 {
+            self.buf.copy_within(self.pos..self.end, 0);
+            self.end -= self.pos;
             self.pos = 0;
         }
-        self.buf.extend_from_slice(input);
+        if self.buf.len() < self.end + n {
+            self.buf.resize(self.end + n, 0);
+        }
+        &mut self.buf[self.end..self.end + n]
     }
 
     /// Bytes pushed but not yet consumed.
     pub fn buffered(&self) -> usize {
-        self.buf.len() - self.pos
+        self.end - self.pos
     }
 
     /// True once the END record was verified.
@@ -381,7 +408,9 @@ impl StreamDecoder {
         let mut at = self.pos + skip;
         let mut pending_bytes = self.predecoded.iter().fold(0u64, |sum, p| sum.saturating_add(p.1));
         while self.predecoded.len() < max && pending_bytes < max_bytes {
-            let Some(avail) = self.buf.get(at..) else { break };
+            let Some(avail) = self.buf[..self.end].get(at..) else {
+                break;
+            };
             let Ok(head) = RecordHead::parse(avail) else { break };
             if avail.len() < head.total_len() {
                 break;
@@ -441,7 +470,7 @@ impl StreamDecoder {
                 if avail < 5 {
                     return Ok(false);
                 }
-                let head = RecordHead::parse(&self.buf[self.pos..])?;
+                let head = RecordHead::parse(&self.buf[self.pos..self.end])?;
                 if avail < head.total_len() {
                     return Ok(false);
                 }

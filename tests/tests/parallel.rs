@@ -1,7 +1,8 @@
 //! `StreamDecoder::next_event_ahead` (chunks started ahead, as `brevis
 //! decompress --threads N` does) must give exactly the events and the errors of
 //! `next_event`, on whole, truncated and damaged archives, however the input is
-//! pushed and whenever the chunks finish.
+//! pushed and whenever the chunks finish; and reading input in place
+//! (`StreamDecoder::fill`, as the CLI does) is pushing it.
 
 use std::fs;
 use std::path::Path;
@@ -65,6 +66,56 @@ fn events(archive: &[u8], piece: usize, ahead: Option<usize>) -> (Vec<Event>, Op
     }
     let end = dec.finish().err();
     (out, end)
+}
+
+/// Every event (and the final error, if any) reading the archive with
+/// `StreamDecoder::fill`: at most `max` bytes a call, the reader giving `short`
+/// bytes at most, and failing (once) every third call.
+fn filled_events(archive: &[u8], max: usize, short: usize) -> (Vec<Event>, Option<DecodeError>) {
+    let mut dec = StreamDecoder::new(DecodeLimits::default());
+    let mut out = Vec::new();
+    let (mut at, mut calls) = (0, 0);
+    loop {
+        calls += 1;
+        let read = dec.fill(max, |b| {
+            assert_eq!(b.len(), max, "the space asked for");
+            if calls % 3 == 0 {
+                // Scribbled on, then failed: none of it may count as input.
+                b.fill(0xee);
+                return Err("a failed read");
+            }
+            let n = b.len().min(short).min(archive.len() - at);
+            b[..n].copy_from_slice(&archive[at..at + n]);
+            Ok(n)
+        });
+        match read {
+            Err(_) => continue,
+            Ok(0) => break,
+            Ok(n) => at += n,
+        }
+        loop {
+            match dec.next_event() {
+                Ok(Some(ev)) => out.push(ev),
+                Ok(None) => break,
+                Err(e) => return (out, Some(e)),
+            }
+        }
+    }
+    let end = dec.finish().err();
+    (out, end)
+}
+
+#[test]
+fn filling_in_place_is_pushing() {
+    let archive = many_chunks();
+    let want = events(&archive, archive.len(), None);
+    assert!(want.1.is_none(), "{:?}", want.1);
+    for (max, short) in [(1 << 20, usize::MAX), (4096, 4096), (1000, 333), (7, 7)] {
+        assert_eq!(filled_events(&archive, max, short), want, "max {max}, reads of {short}");
+    }
+    // A truncated archive fails as it does when pushed.
+    let cut = &archive[..archive.len() - 40];
+    assert_eq!(filled_events(cut, 1000, 333), events(cut, cut.len(), None));
 }
 
 #[test]

@@ -277,7 +277,6 @@ fn decode_stream(
     pb: &indicatif::ProgressBar,
     on_event: &mut impl FnMut(Event) -> Result<()>,
 ) -> Result<()> {
-    let mut buf = vec![0u8; READ_PIECE];
     let mut eof = false;
     loop {
         let wait = eof || dec.buffered() >= ahead.window;
@@ -288,14 +287,14 @@ fn decode_stream(
             Some(ev) => on_event(ev)?,
             None if eof => return Ok(()),
             None => {
-                let n = f
-                    .read(&mut buf)
+                // Straight into the decoder's buffer.
+                let n = dec
+                    .fill(READ_PIECE, |b| f.read(b))
                     .with_context(|| format!("cannot read `{}`", path.display()))?;
                 if n == 0 {
                     eof = true;
                 } else {
                     pb.inc(n as u64);
-                    dec.push(&buf[..n]);
                 }
             }
         }
