@@ -53,7 +53,10 @@
 use alloc::vec;
 use alloc::vec::Vec;
 
-use super::rans::{check_end, finish_stream, ln, normalize, put, read_freqs, read_states, write_table, StreamErrors};
+use super::rans::{
+    check_end, finish_stream, ln, normalize_with, put, read_freqs, read_states, table_freq_bits, write_table, LnInv,
+    StreamErrors,
+};
 use super::tables::{ceil_log2, read_symbol_set, write_symbol_set, BitReader, BitWriter};
 use super::MAX_ENTROPY_WIDTH;
 use crate::error::{FormatError, Result};
@@ -140,7 +143,7 @@ impl Table {
 /// The table for symbols `syms` (increasing, non-empty) with `counts` that
 /// minimizes its own bits plus the data's, `scale_bits` up to `max_scale` (or the
 /// alphabet's need). Returns the table and that cost in bits.
-fn fit(syms: Vec<u32>, counts: &[u64], max_scale: u32) -> (Table, f64) {
+fn fit(syms: Vec<u32>, counts: &[u64], max_scale: u32, ln_inv: &mut LnInv) -> (Table, f64) {
     if syms.len() == 1 {
         let t = Table {
             syms,
@@ -154,17 +157,23 @@ fn fit(syms: Vec<u32>, counts: &[u64], max_scale: u32) -> (Table, f64) {
     let lo = ceil_log2(syms.len() as u64).max(1);
     let hi = max_scale.max(lo);
     let mut best: Option<(Table, f64)> = None;
+    // The table's bits: its symbol set (the same at every scale), then its
+    // frequencies (counted: `write_table` writes the same).
+    let set_bits = {
+        let mut w = BitWriter::default();
+        write_symbol_set(&mut w, &syms);
+        w.bit_len()
+    };
     for scale in lo..=hi {
         let t = Table {
-            freqs: normalize(counts, n, scale),
+            freqs: normalize_with(counts, n, scale, ln_inv),
             syms: Vec::new(),
             scale,
         };
-        let mut w = BitWriter::default();
-        write_table(&mut w, &syms, &t.freqs, scale);
+        let table_bits = set_bits + table_freq_bits(syms.len(), &t.freqs, scale);
         // rANS's own loss, as in `rans::encode`.
         let precision = n as f64 * 0.005 / f64::from(1u32 << (2 * (16 - scale)));
-        let cost = w.bit_len() as f64 + t.data_bits(counts) + precision;
+        let cost = table_bits as f64 + t.data_bits(counts) + precision;
         if best.as_ref().is_none_or(|b| cost < b.1) {
             best = Some((t, cost));
         }
@@ -213,7 +222,9 @@ fn plan(counts: &[u64], n: u64, width: u8, k: u8) -> Plan {
         .map(|(h, c)| (h as u32, c.iter().sum::<u64>()))
         .filter(|&(_, c)| c > 0)
         .unzip();
-    let (h, h_bits) = fit(hsyms.clone(), &hcounts, MAIN_MAX_SCALE);
+    // One cache of logarithms for every table planned here.
+    let mut ln_inv = LnInv::default();
+    let (h, h_bits) = fit(hsyms.clone(), &hcounts, MAIN_MAX_SCALE, &mut ln_inv);
     // Each context's present low parts and their counts.
     let ctx: Vec<Vec<(u32, u64)>> = hsyms
         .iter()
@@ -226,7 +237,7 @@ fn plan(counts: &[u64], n: u64, width: u8, k: u8) -> Plan {
                 .collect()
         })
         .collect();
-    let tables = plan_contexts(&ctx, lsize, h.slots());
+    let tables = plan_contexts(&ctx, lsize, h.slots(), &mut ln_inv);
     let table_bits = h.bits() + tables.table_bits;
     let data_bits = h_bits - h.bits() as f64 + tables.data_bits;
     // Estimate: tables, data, states, flush.
@@ -254,15 +265,20 @@ pub(super) struct ContextTables {
 }
 
 /// Plans the tables for contexts `ctx` (each non-empty: its present symbols, below
-/// `lsize`, with their counts): a context gets its own table where that costs fewer
+/// `lsize` and in increasing order, with their counts): a context gets its own table where that costs fewer
 /// bits than coding it with the pooled fallback, and the slots of all tables plus
 /// `other_slots` stay within [`MAX_SLOTS`].
-pub(super) fn plan_contexts(ctx: &[Vec<(u32, u64)>], lsize: usize, other_slots: u64) -> ContextTables {
+pub(super) fn plan_contexts(
+    ctx: &[Vec<(u32, u64)>],
+    lsize: usize,
+    other_slots: u64,
+    ln_inv: &mut LnInv,
+) -> ContextTables {
     let own_fit: Vec<(Table, f64)> = ctx
         .iter()
         .map(|c| {
             let (s, cs): (Vec<u32>, Vec<u64>) = c.iter().copied().unzip();
-            fit(s, &cs, CTX_MAX_SCALE)
+            fit(s, &cs, CTX_MAX_SCALE, ln_inv)
         })
         .collect();
     // Start with every context on the fallback; move those whose own table pays.
@@ -303,7 +319,7 @@ pub(super) fn plan_contexts(ctx: &[Vec<(u32, u64)>], lsize: usize, other_slots: 
                 .filter(|(_, &c)| c > 0)
                 .map(|(l, &c)| (l as u32, c))
                 .unzip();
-            Some(fit(s, &cs, MAIN_MAX_SCALE).0)
+            Some(fit(s, &cs, MAIN_MAX_SCALE, ln_inv).0)
         } else {
             None
         };
@@ -336,10 +352,17 @@ pub(super) fn plan_contexts(ctx: &[Vec<(u32, u64)>], lsize: usize, other_slots: 
                 table_bits += own_fit[i].0.bits();
                 &own_fit[i].0
             };
+            // Both lists are in increasing symbol order: one merging pass (a
+            // search per symbol was quadratic: a fifth of compressing the GGUF
+            // corpus file, its f16 scales' contexts holding up to 1024 symbols).
+            let mut present = c.iter().peekable();
             let cs: Vec<u64> = t
                 .syms
                 .iter()
-                .map(|&s| c.iter().find(|x| x.0 == s).map_or(0, |x| x.1))
+                .map(|&s| {
+                    while present.next_if(|x| x.0 < s).is_some() {}
+                    present.next_if(|x| x.0 == s).map_or(0, |x| x.1)
+                })
                 .collect();
             data_bits += t.data_bits(&cs);
         }

@@ -399,7 +399,7 @@ fn plan(symbols: &[u8], width: u8, mut model: Model) -> Plan {
     // is 0): such contexts take the fallback, or a one-symbol table when there is
     // none (no word ever uses it).
     let used: Vec<Vec<(u32, u64)>> = rows.iter().filter(|r| !r.is_empty()).cloned().collect();
-    let t = plan_contexts(&used, size, 0);
+    let t = plan_contexts(&used, size, 0, &mut super::rans::LnInv::default());
     let mut planned = t.own.into_iter();
     let mut table_bits = t.table_bits + rows.len() - used.len();
     let own: Vec<Option<Table>> = rows

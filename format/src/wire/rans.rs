@@ -328,6 +328,41 @@ impl<'p, W: Word> Decoder<'p, W> {
 // ---------------------------------------------------------------------------------
 // Frequency quantization.
 
+/// `ln(1 + 1/f)` by `f`, computed once each: [`normalize_with`]'s marginal gains
+/// and losses, which an encoder planning many tables (a `ctx` stream's contexts,
+/// each at several scales) asks for over and over. The values are `libm::log1p`'s,
+/// exactly, so a cached plan is the plan computed afresh.
+#[derive(Default)]
+pub(super) struct LnInv {
+    /// `ln(1 + 1/f)` at index `f`, NaN where not computed yet (index 0 unused).
+    v: Vec<f64>,
+}
+
+/// Largest `f` whose `ln(1 + 1/f)` is kept (`2^16`, the largest frequency in a
+/// table of 16 scale bits); larger ones are computed each time.
+const LN_INV_MAX: u32 = 1 << 16;
+
+impl LnInv {
+    /// `ln(1 + 1/f)` for `f >= 1`.
+    #[inline]
+    fn get(&mut self, f: u32) -> f64 {
+        if f > LN_INV_MAX {
+            return libm::log1p(1.0 / f64::from(f));
+        }
+        let i = f as usize;
+        if i >= self.v.len() {
+            self.v.resize((i + 1).next_power_of_two(), f64::NAN);
+        }
+        let x = self.v[i];
+        if !x.is_nan() {
+            return x;
+        }
+        let x = libm::log1p(1.0 / f64::from(f));
+        self.v[i] = x;
+        x
+    }
+}
+
 /// Quantizes `counts` (all > 0, at least two, summing to `n`) to frequencies >= 1
 /// summing to `2^scale` that minimize `sum c_i * -log2(f_i / 2^scale)`.
 ///
@@ -335,6 +370,11 @@ impl<'p, W: Word> Decoder<'p, W> {
 /// proportional values, moving one unit at a time to the best marginal gain from the
 /// cheapest marginal loss reaches the optimum.
 pub(super) fn normalize(counts: &[u64], n: u64, scale: u32) -> Vec<u32> {
+    normalize_with(counts, n, scale, &mut LnInv::default())
+}
+
+/// [`normalize`], taking the logarithms from (and adding them to) `ln_inv`.
+pub(super) fn normalize_with(counts: &[u64], n: u64, scale: u32, ln_inv: &mut LnInv) -> Vec<u32> {
     let m = 1u64 << scale;
     // Rounded c * m / n; in u64 while that cannot overflow (counts below 2^40),
     // as u128 division is a slow library call.
@@ -350,21 +390,32 @@ pub(super) fn normalize(counts: &[u64], n: u64, scale: u32) -> Vec<u32> {
 
     // Gain (in nats) of f -> f + 1, c ln((f + 1) / f), and loss of f -> f - 1,
     // c ln(f / (f - 1)), for symbol i (log1p keeps them exact for large f).
-    let gain = |c: u64, f: u32| c as f64 * libm::log1p(1.0 / f64::from(f));
-    let loss = |c: u64, f: u32| c as f64 * libm::log1p(1.0 / (f64::from(f) - 1.0));
-    let mut inc: BinaryHeap<(Key, u32, u32)> = BinaryHeap::with_capacity(counts.len());
-    let mut dec: BinaryHeap<(Reverse<Key>, u32, u32)> = BinaryHeap::with_capacity(counts.len());
-    let push = |i: usize, fi: u32, inc: &mut BinaryHeap<(Key, u32, u32)>, dec: &mut BinaryHeap<_>| {
+    let gain = |c: u64, f: u32, ln_inv: &mut LnInv| c as f64 * ln_inv.get(f);
+    let loss = |c: u64, f: u32, ln_inv: &mut LnInv| c as f64 * ln_inv.get(f - 1);
+    // Built in one heapify each, not pushed one by one; either way a max-heap of
+    // totally ordered entries pops the same sequence.
+    let mut inc: BinaryHeap<(Key, u32, u32)> = f
+        .iter()
+        .enumerate()
+        .filter(|&(_, &fi)| u64::from(fi) < m)
+        .map(|(i, &fi)| (Key(gain(counts[i], fi, ln_inv)), i as u32, fi))
+        .collect::<Vec<_>>()
+        .into();
+    let mut dec: BinaryHeap<(Reverse<Key>, u32, u32)> = f
+        .iter()
+        .enumerate()
+        .filter(|&(_, &fi)| fi > 1)
+        .map(|(i, &fi)| (Reverse(Key(loss(counts[i], fi, ln_inv))), i as u32, fi))
+        .collect::<Vec<_>>()
+        .into();
+    let mut push = |i: usize, fi: u32, inc: &mut BinaryHeap<(Key, u32, u32)>, dec: &mut BinaryHeap<_>| {
         if u64::from(fi) < m {
-            inc.push((Key(gain(counts[i], fi)), i as u32, fi));
+            inc.push((Key(gain(counts[i], fi, ln_inv)), i as u32, fi));
         }
         if fi > 1 {
-            dec.push((Reverse(Key(loss(counts[i], fi))), i as u32, fi));
+            dec.push((Reverse(Key(loss(counts[i], fi, ln_inv))), i as u32, fi));
         }
     };
-    for (i, &fi) in f.iter().enumerate() {
-        push(i, fi, &mut inc, &mut dec);
-    }
     // Drops stale heap entries (pushed for an older value of f).
     fn top_inc(h: &mut BinaryHeap<(Key, u32, u32)>, f: &[u32]) -> Option<(f64, usize)> {
         while let Some(&(k, i, fi)) = h.peek() {
@@ -458,6 +509,22 @@ pub(super) fn write_table(w: &mut BitWriter, syms: &[u32], freqs: &[u32], scale:
         w.put(f, b - 1);
         prev = b;
     }
+}
+
+/// Bits [`write_table`] writes after the symbol set for `freqs` (of `syms_len`
+/// symbols, at least two) at `scale`: counted, not written, for an encoder pricing
+/// a table at each of several scales.
+pub(super) fn table_freq_bits(syms_len: usize, freqs: &[u32], scale: u32) -> usize {
+    // EG(v) takes 2 floor(log2(v + 1)) + 1 bits.
+    let eg_len = |v: u64| 2 * (63 - (v + 1).leading_zeros()) as usize + 1;
+    let mut bits = 4;
+    let mut prev = bitlen((1u64 << scale) / syms_len as u64);
+    for &f in &freqs[..freqs.len() - 1] {
+        let b = bitlen(u64::from(f));
+        bits += eg_len(super::tables::zigzag(i64::from(b) - i64::from(prev))) + (b - 1) as usize;
+        prev = b;
+    }
+    bits
 }
 
 /// What [`read_states`] and [`check_end`] report, in each coder's words: a
@@ -557,6 +624,30 @@ mod tests {
     use super::*;
 
     coder_tests!(Rans, "rans", read_freqs, rare: 40, tables: [400, 2000], data: 1.002, small: (1.0, 48.0));
+
+    /// The counted table bits are the written ones, and a shared logarithm cache
+    /// changes no frequency, over many skewed tables and scales.
+    #[test]
+    fn counted_tables_and_cached_logarithms_match() {
+        let mut rng = super::super::tables::testing::Rng(7);
+        let mut cache = LnInv::default();
+        for _ in 0..300 {
+            let nsym = 2 + (rng.next() % 300) as usize;
+            let counts: Vec<u64> = (0..nsym).map(|i| 1 + rng.next() % (1 + 50_000 / (1 + i as u64))).collect();
+            let syms: Vec<u32> = (0..nsym as u32).map(|i| i * 3).collect();
+            let n = counts.iter().sum();
+            let lo = super::super::tables::ceil_log2(nsym as u64).max(1);
+            for scale in lo..=16 {
+                let f = normalize(&counts, n, scale);
+                assert_eq!(normalize_with(&counts, n, scale, &mut cache), f, "scale {scale}");
+                let mut set = BitWriter::default();
+                write_symbol_set(&mut set, &syms);
+                let mut w = BitWriter::default();
+                write_table(&mut w, &syms, &f, scale);
+                assert_eq!(set.bit_len() + table_freq_bits(nsym, &f, scale), w.bit_len(), "scale {scale}");
+            }
+        }
+    }
 
     #[test]
     fn normalization_is_optimal_against_neighbors() {

@@ -166,7 +166,7 @@ pub(crate) fn ceil_log2(v: u64) -> u32 {
     }
 }
 
-fn zigzag(d: i64) -> u64 {
+pub(super) fn zigzag(d: i64) -> u64 {
     if d >= 0 {
         (d as u64) << 1
     } else {
