@@ -1,0 +1,46 @@
+#!/usr/bin/env python3
+"""Two-thread scaling of one or more brevis builds on the same archives.
+
+    bench/threads.py [--runs N] --bin OLD --bin NEW ARCHIVE...
+
+For each archive, every round runs ``brevis verify -q --threads 1`` and ``--threads 2``
+of every build in turn, and keeps each one's best wall time over ``--runs`` rounds
+(after a warm-up round): builds and thread counts see the same spells of a shared
+machine, so their ratios compare like with like. Prints one line per archive and
+build: both times and the 2 ÷ 1 ratio. What ``bench/decode.sh`` measures for the
+RESULTS.md table, for builds side by side (before and after a change)."""
+
+from __future__ import annotations
+
+import argparse
+import subprocess
+import time
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--bin", action="append", required=True, help="a brevis binary (repeat for several)")
+    ap.add_argument("--runs", type=int, default=15, help="rounds (default 15)")
+    ap.add_argument("archives", nargs="+")
+    args = ap.parse_args()
+
+    def verify(binary: str, archive: str, threads: int) -> float:
+        t = time.perf_counter()
+        subprocess.run([binary, "verify", "-q", "--threads", str(threads), archive], check=True)
+        return time.perf_counter() - t
+
+    for archive in args.archives:
+        runs = [(b, t) for b in args.bin for t in (1, 2)]
+        best = {r: float("inf") for r in runs}
+        for rnd in range(args.runs + 1):
+            for b, t in runs:
+                s = verify(b, archive, t)
+                if rnd > 0:  # round 0 warms the page cache and the binaries
+                    best[(b, t)] = min(best[(b, t)], s)
+        for b in args.bin:
+            one, two = best[(b, 1)], best[(b, 2)]
+            print(f"{archive}  {b}  1 thread {one:.4f} s  2 threads {two:.4f} s  2 / 1 = {one / two:.3f}x")
+
+
+if __name__ == "__main__":
+    main()
