@@ -633,7 +633,9 @@ mod tests {
         let mut cache = LnInv::default();
         for _ in 0..300 {
             let nsym = 2 + (rng.next() % 300) as usize;
-            let counts: Vec<u64> = (0..nsym).map(|i| 1 + rng.next() % (1 + 50_000 / (1 + i as u64))).collect();
+            let counts: Vec<u64> = (0..nsym)
+                .map(|i| 1 + rng.next() % (1 + 50_000 / (1 + i as u64)))
+                .collect();
             let syms: Vec<u32> = (0..nsym as u32).map(|i| i * 3).collect();
             let n = counts.iter().sum();
             let lo = super::super::tables::ceil_log2(nsym as u64).max(1);
@@ -644,7 +646,11 @@ mod tests {
                 write_symbol_set(&mut set, &syms);
                 let mut w = BitWriter::default();
                 write_table(&mut w, &syms, &f, scale);
-                assert_eq!(set.bit_len() + table_freq_bits(nsym, &f, scale), w.bit_len(), "scale {scale}");
+                assert_eq!(
+                    set.bit_len() + table_freq_bits(nsym, &f, scale),
+                    w.bit_len(),
+                    "scale {scale}"
+                );
             }
         }
     }

@@ -10,11 +10,15 @@
 //! pages to `madvise` (`/sys/kernel/mm/transparent_hugepage/enabled` = `madvise`,
 //! Debian's default), advising the heap makes a fault map 2 MiB instead of 4 KiB, as
 //! glibc's `glibc.malloc.hugetlb=1` tunable would (it can only be set in the
-//! environment before the process starts): 0.8k faults, and on the three float corpus
-//! archives 2 threads took 0.089 / 0.088 / 0.113 s against 0.096 / 0.106 / 0.133 s,
-//! one thread 0.161 / 0.159 / 0.195 s against 0.162 / 0.165 / 0.208 s (best of 15
-//! interleaved runs of `brevis verify -q`, BF16 / FP16 (derived) / FP32 all-MiniLM).
-//! Peak RSS stays within 1–4 MB of what it was.
+//! environment before the process starts): 0.5k faults. `bench/threads.py --runs 15`
+//! on the BF16 / FP16 (derived) / FP32 all-MiniLM corpus archives, the build before
+//! (48a288d) against the one with this (and `StreamDecoder::fill`): 2 threads 0.103 /
+//! 0.110 / 0.139 s against 0.094 / 0.093 / 0.127 s, one thread 0.171 / 0.176 / 0.222 s
+//! against 0.164 / 0.166 / 0.211 s; 2 ÷ 1 went from 1.65 / 1.60 / 1.60x to 1.75 / 1.79 /
+//! 1.66x. Huge pages alone raised the 2-thread peak RSS by up to 6 MB (67.5 MB on a
+//! synthetic 4 GiB archive, over the 64 MiB target); with the decoder's input buffer
+//! kept tighter since (`StreamDecoder::fill`'s compaction) the peaks in
+//! `bench/RESULTS.md` are no higher than before either.
 //!
 //! [`advise_heap`] grows the heap once by [`HEAP_RESERVE`] (untouched, so it costs
 //! no memory until used) and advises it; every thread allocates from that one heap
