@@ -47,7 +47,7 @@ pub use archive::{decode_all, decode_all_with_base, Archive, BaseRef, ChunkInfo,
 pub use brevis_format as format;
 pub use error::{DecodeError, ErrorKind, Location};
 pub use exec::{decode_chunk, decode_chunk_into};
-pub use stream::{Event, FileHasher, PendingChunk, StreamDecoder};
+pub use stream::{Event, FileHasher, PendingChunk, Piece, StreamDecoder};
 
 /// The default [`DecodeLimits::max_retained_bytes`]: 4 GiB.
 pub const DEFAULT_MAX_RETAINED: u64 = 4 << 30;

@@ -16,7 +16,9 @@
 use alloc::boxed::Box;
 use alloc::collections::{BTreeMap, VecDeque};
 use alloc::string::String;
+use alloc::sync::Arc;
 use alloc::vec::Vec;
+use core::ops::Deref;
 
 use brevis_format::archive::{
     self, check_header, open_record, parse_end, parse_index, ChunkRecord, FileRecord, IndexEntry, RecordHead,
@@ -53,7 +55,7 @@ pub enum Event {
         len: u64,
     },
     /// The next bytes of the current segment (one decoded chunk).
-    Data(Vec<u8>),
+    Data(Piece),
     /// The current segment is complete.
     SegmentEnd,
     /// The current file is complete and its SHA-256 matched.
@@ -85,13 +87,48 @@ struct OpenFile {
     bytes_seen: u64,
 }
 
+/// Decoded bytes, shared by an [`Event::Data`] and the [`FileHasher`]: it reads
+/// as a `[u8]`, and cloning it copies a pointer, not the bytes, so a hasher on
+/// another thread needs no copy of its own (with two threads, copying every
+/// chunk for the hashing thread was most of the decoding thread's own work).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Piece(Arc<Vec<u8>>);
+
+impl Piece {
+    /// A piece holding `bytes`.
+    pub fn new(bytes: Vec<u8>) -> Self {
+        Piece(Arc::new(bytes))
+    }
+
+    /// The bytes as a vector: without a copy once nothing else holds the piece
+    /// (a hasher done with it), else copied.
+    pub fn into_vec(self) -> Vec<u8> {
+        Arc::try_unwrap(self.0).unwrap_or_else(|shared| shared.as_ref().clone())
+    }
+}
+
+impl Deref for Piece {
+    type Target = [u8];
+
+    fn deref(&self) -> &[u8] {
+        &self.0
+    }
+}
+
+impl AsRef<[u8]> for Piece {
+    fn as_ref(&self) -> &[u8] {
+        &self.0
+    }
+}
+
 /// Computes the SHA-256 of each file's bytes for a [`StreamDecoder`], which checks
 /// it against the archive before reporting [`Event::FileEnd`]. The default hashes
 /// in the decoder's thread; [`StreamDecoder::set_file_hasher`] can move the work
 /// elsewhere (to a thread of its own, say, while chunks decode on others).
 pub trait FileHasher {
-    /// Hashes the next bytes of the current file.
-    fn update(&mut self, data: &[u8]);
+    /// Hashes the next bytes of the current file (a hasher that hashes later,
+    /// on another thread, keeps a clone of the piece: no copy of the bytes).
+    fn update(&mut self, data: &Piece);
     /// The SHA-256 of the bytes given since the previous `finish` (or since the
     /// first `update`); the next bytes start a new file.
     fn finish(&mut self) -> [u8; 32];
@@ -102,8 +139,8 @@ pub trait FileHasher {
 struct InlineSha256(Sha256);
 
 impl FileHasher for InlineSha256 {
-    fn update(&mut self, data: &[u8]) {
-        self.0.update(data);
+    fn update(&mut self, data: &Piece) {
+        self.0.update(&data[..]);
     }
 
     fn finish(&mut self) -> [u8; 32] {
@@ -687,6 +724,7 @@ impl StreamDecoder {
                     .as_mut()
                     .ok_or(FormatError::Invalid { what: "record order" })?;
                 file.bytes_seen += data.len() as u64;
+                let data = Piece::new(data);
                 self.hasher.update(&data);
                 self.queue.push_back(Event::Data(data));
                 if last {
@@ -753,6 +791,7 @@ impl StreamDecoder {
                 .as_mut()
                 .ok_or(FormatError::Invalid { what: "record order" })?;
             file.bytes_seen += piece.len() as u64;
+            let piece = Piece::new(piece);
             self.hasher.update(&piece);
             self.queue.push_back(Event::Data(piece));
         }

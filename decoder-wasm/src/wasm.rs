@@ -226,7 +226,7 @@ impl StreamHandle {
     /// Moves the decoded piece out as a new `Uint8Array` (data; once).
     pub fn take_data(&mut self) -> Option<Vec<u8>> {
         match self.event.take() {
-            Some(Event::Data(d)) => Some(d),
+            Some(Event::Data(d)) => Some(d.into_vec()),
             other => {
                 self.event = other;
                 None

@@ -9,7 +9,7 @@ use std::path::Path;
 
 use brevis_decoder::format::program::Limits;
 use brevis_decoder::format::FormatError;
-use brevis_decoder::{decode_chunk, DecodeError, DecodeLimits, Event, FileHasher, PendingChunk, StreamDecoder};
+use brevis_decoder::{decode_chunk, DecodeError, DecodeLimits, Event, FileHasher, PendingChunk, Piece, StreamDecoder};
 use brevis_encoder::synth::CandidateSearch;
 use brevis_encoder::{compress_files, CompressOptions, InputFile};
 use brevis_tests::{safetensors_file, tensor_bytes};
@@ -237,7 +237,7 @@ struct Recorder {
 }
 
 impl FileHasher for Recorder {
-    fn update(&mut self, data: &[u8]) {
+    fn update(&mut self, data: &Piece) {
         let mut files = self.files.borrow_mut();
         if files.is_empty() {
             files.push(Vec::new());
@@ -302,4 +302,20 @@ fn a_file_hasher_sees_every_byte_and_decides_the_check() {
             assert_eq!(*files.borrow(), want);
         }
     }
+}
+
+/// What the hashing thread holds is the event's buffer itself: a clone shares
+/// it, and taking the bytes back copies only while a clone is still held.
+#[test]
+fn pieces_are_shared_not_copied() {
+    let bytes = vec![7u8; 1000];
+    let at = bytes.as_ptr();
+    let piece = Piece::new(bytes);
+    let held = piece.clone();
+    assert_eq!(held.as_ptr(), at, "a clone shares the bytes");
+    let copied = piece.into_vec();
+    assert_ne!(copied.as_ptr(), at, "still held elsewhere: copied");
+    assert_eq!(copied, vec![7u8; 1000]);
+    let taken = held.into_vec();
+    assert_eq!(taken.as_ptr(), at, "the last holder takes the buffer itself");
 }
