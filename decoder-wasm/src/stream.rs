@@ -89,8 +89,8 @@ struct OpenFile {
 
 /// Decoded bytes, shared by an [`Event::Data`] and the [`FileHasher`]: it reads
 /// as a `[u8]`, and cloning it copies a pointer, not the bytes, so a hasher on
-/// another thread needs no copy of its own (with two threads, copying every
-/// chunk for the hashing thread was most of the decoding thread's own work).
+/// another thread needs no copy of its own (a copy was a pass over the whole
+/// output on the thread that reads the archive and hands out the chunks).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Piece(Arc<Vec<u8>>);
 
