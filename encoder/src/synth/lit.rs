@@ -147,7 +147,8 @@ pub const DECODE_SLACK_PPM: u64 = 5_000;
 
 /// [`LitPolicy::decode_slack_ppm`] under `--fast-decode`: a slower-decoding
 /// encoding must be 3% smaller. What the knob costs and buys on the corpus is
-/// measured by `bench/decode.sh --fast` (see `bench/RESULTS.md`).
+/// measured by `bench/decode.sh`, which times a `--fast-decode` archive beside
+/// the default one (see `bench/RESULTS.md`).
 pub const FAST_DECODE_SLACK_PPM: u64 = 30_000;
 
 /// Literal encodings from fastest to slowest to decode (`nbr` decodes one word

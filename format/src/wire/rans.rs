@@ -89,10 +89,17 @@ pub fn encode<W: Word>(symbols: &[W], width: u8) -> Option<Vec<u8>> {
     };
     let lanes = LANES.min(symbols.len());
     let mut cands: Vec<(f64, u32, Vec<u32>)> = Vec::new();
-    for scale in lo..=hi {
-        let freqs = normalize(&cs, n, scale);
+    // The table's symbol set is the same at every scale; its frequencies' bits
+    // are counted, and the logarithms shared across the scales.
+    let set_bits = {
         let mut w = BitWriter::default();
-        write_table(&mut w, &syms, &freqs, scale);
+        write_symbol_set(&mut w, &syms);
+        w.bit_len()
+    };
+    let mut ln_inv = LnInv::default();
+    for scale in lo..=hi {
+        let freqs = normalize_with(&cs, n, scale, &mut ln_inv);
+        let table_bits = set_bits + table_freq_bits(syms.len(), &freqs, scale);
         let data_bits: f64 = cs
             .iter()
             .zip(&freqs)
@@ -102,7 +109,7 @@ pub fn encode<W: Word>(symbols: &[W], width: u8) -> Option<Vec<u8>> {
         // scale 16, a quarter of that per bit less (measured).
         let precision_bits = n as f64 * 0.005 / f64::from(1u32 << (2 * (MAX_SCALE - scale)));
         // Table, states, data, and about one word lost to the final flush.
-        let est = w.bit_len().div_ceil(8) as f64 + (4 * lanes) as f64 + (data_bits + precision_bits) / 8.0 + 2.0;
+        let est = table_bits.div_ceil(8) as f64 + (4 * lanes) as f64 + (data_bits + precision_bits) / 8.0 + 2.0;
         cands.push((est, scale, freqs));
     }
     // The estimate is within a few bytes (and 0.01%): encode the best, and the second
@@ -363,17 +370,19 @@ impl LnInv {
     }
 }
 
-/// Quantizes `counts` (all > 0, at least two, summing to `n`) to frequencies >= 1
-/// summing to `2^scale` that minimize `sum c_i * -log2(f_i / 2^scale)`.
-///
-/// The cost is separable and convex in each `f_i`, so starting from rounded
-/// proportional values, moving one unit at a time to the best marginal gain from the
-/// cheapest marginal loss reaches the optimum.
+/// [`normalize_with`] with logarithms of its own (for tests).
+#[cfg(test)]
 pub(super) fn normalize(counts: &[u64], n: u64, scale: u32) -> Vec<u32> {
     normalize_with(counts, n, scale, &mut LnInv::default())
 }
 
-/// [`normalize`], taking the logarithms from (and adding them to) `ln_inv`.
+/// Quantizes `counts` (all > 0, at least two, summing to `n`) to frequencies >= 1
+/// summing to `2^scale` that minimize `sum c_i * -log2(f_i / 2^scale)`, taking the
+/// logarithms from (and adding them to) `ln_inv`.
+///
+/// The cost is separable and convex in each `f_i`, so starting from rounded
+/// proportional values, moving one unit at a time to the best marginal gain from the
+/// cheapest marginal loss reaches the optimum.
 pub(super) fn normalize_with(counts: &[u64], n: u64, scale: u32, ln_inv: &mut LnInv) -> Vec<u32> {
     let m = 1u64 << scale;
     // Rounded c * m / n; in u64 while that cannot overflow (counts below 2^40),
