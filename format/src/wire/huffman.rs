@@ -4,10 +4,12 @@
 //! (package-merge). The format allows code lengths up to 16; the encoder uses the
 //! shortest limit from `max(11, ceil(log2 S))` (for `S` present symbols) up to 16 that
 //! costs at most 0.03% more data bits than the 16-bit-limited optimum, since shorter
-//! codes mean a smaller decode table. The decoder looks up the next `maxlen` bits (the
-//! longest code length present) in a table of `2^maxlen` entries (16-bit entries for
-//! widths up to 11, 32-bit above), so it does one lookup per word; four independent
-//! bit streams let it overlap four lookups.
+//! codes mean a smaller decode table. The decoder looks up the next `max(11, maxlen)`
+//! bits (`maxlen` the longest code length present) in a table of that many bits'
+//! entries (16-bit entries for widths up to 11, 32-bit above), so it does one lookup
+//! per word; four independent bit streams let it overlap four lookups. The table's
+//! size is a constant of each decode loop, which lets the compiler drop the lookups'
+//! bounds checks.
 //!
 //! The count of words is not stored; decoding fewer words than were coded can go
 //! unnoticed (integrity is the archive checksums' job), but the one-bit padding makes
@@ -166,55 +168,92 @@ fn decode_streams<W: Word, E: Entry>(
     maxlen: u32,
     out: &mut [W],
 ) -> Result<()> {
-    // Lookup table on the next `maxlen` bits.
-    let mut table = vec![E::default(); 1usize << maxlen];
+    // One instance per table size, so that the table's length and the lookup shift are
+    // constants: the compiler then sees every lookup in bounds. Codes up to 11 bits
+    // share the 11-bit table (at most 8 KiB, built in a few microseconds).
+    match maxlen {
+        0..=11 => decode_with::<W, E, { 1 << 11 }>(rest, syms, lens, codes, out),
+        12 => decode_with::<W, E, { 1 << 12 }>(rest, syms, lens, codes, out),
+        13 => decode_with::<W, E, { 1 << 13 }>(rest, syms, lens, codes, out),
+        14 => decode_with::<W, E, { 1 << 14 }>(rest, syms, lens, codes, out),
+        15 => decode_with::<W, E, { 1 << 15 }>(rest, syms, lens, codes, out),
+        _ => decode_with::<W, E, { 1 << 16 }>(rest, syms, lens, codes, out),
+    }
+}
+
+/// [`decode_streams`] with a lookup table of `SLOTS = 2^bits` entries, `bits` at least
+/// the longest code length.
+fn decode_with<W: Word, E: Entry, const SLOTS: usize>(
+    rest: &[u8],
+    syms: &[u32],
+    lens: &[u8],
+    codes: &[u32],
+    out: &mut [W],
+) -> Result<()> {
+    let bits = SLOTS.trailing_zeros();
+    // Lookup table on the next `bits` bits: a code of length `l` fills the
+    // `2^(bits - l)` slots that start with it.
+    let mut table = vec![E::default(); SLOTS];
     for ((&s, &c), &l) in syms.iter().zip(codes).zip(lens) {
-        let span = 1usize << (maxlen - u32::from(l));
-        let at = (c as usize) << (maxlen - u32::from(l));
+        let span = 1usize << (bits - u32::from(l));
+        let at = (c as usize) << (bits - u32::from(l));
         // Always in bounds for a complete code (checked by the caller).
         let slots = table
             .get_mut(at..at + span)
             .ok_or(FormatError::Corrupt { what: WHAT })?;
         slots.fill(E::new(s, u32::from(l)));
     }
+    let table: &[E; SLOTS] = table
+        .as_slice()
+        .try_into()
+        .map_err(|_| FormatError::Corrupt { what: WHAT })?;
 
     let mut r = ByteReader::new(rest);
     let mut sizes = [0usize; STREAMS];
     for size in sizes.iter_mut().take(STREAMS - 1) {
         *size = r.varint_usize("huffman stream size", rest.len() as u64)?;
     }
-    let mut st: [Bits<'_>; STREAMS] = Default::default();
-    for (k, s) in st.iter_mut().enumerate() {
+    let mut starts = [0usize; STREAMS];
+    let mut ends = [0usize; STREAMS];
+    let mut lanes = [Lane::default(); STREAMS];
+    for k in 0..STREAMS {
         let len = if k + 1 < STREAMS { sizes[k] } else { r.remaining() };
-        s.data = r.bytes(len, "huffman stream")?;
+        starts[k] = r.position();
+        r.bytes(len, "huffman stream")?;
+        ends[k] = starts[k] + len;
+        lanes[k].pos = starts[k];
     }
 
-    let shift = 64 - maxlen;
-    let per = (56 / maxlen) as usize;
+    // Fast path: every lane has 8 bytes to load at its position. A lane may read the
+    // next lane's first bytes; only its own bits count (see `Lane`), and a lane that
+    // ends up consuming past its end is an error below.
+    let per = (56 / bits) as usize;
     let block = STREAMS * per;
     let mut done = 0;
-    while out.len() - done >= block && st.iter().all(|s| s.pos + 8 <= s.data.len()) {
-        for s in st.iter_mut() {
-            s.refill_fast();
+    for chunk in out.chunks_exact_mut(block) {
+        if !lanes.iter().all(|l| l.pos + 8 <= rest.len()) {
+            break;
         }
-        for quad in out[done..done + block].chunks_exact_mut(STREAMS) {
-            for (d, s) in quad.iter_mut().zip(st.iter_mut()) {
-                *d = s.decode(&table, shift);
+        for l in lanes.iter_mut() {
+            l.refill(rest);
+        }
+        for quad in chunk.chunks_exact_mut(STREAMS) {
+            for (d, l) in quad.iter_mut().zip(lanes.iter_mut()) {
+                *d = l.decode(table);
             }
         }
         done += block;
     }
     for (i, d) in out[done..].iter_mut().enumerate() {
-        let s = &mut st[i % STREAMS];
-        s.refill_slow();
-        *d = s.decode(&table, shift);
+        let l = &mut lanes[i % STREAMS];
+        l.refill(rest);
+        *d = l.decode(table);
     }
-    for s in &st {
-        s.check_end()?;
+    for (k, l) in lanes.iter().enumerate() {
+        l.check_end(&rest[starts[k]..ends[k]], starts[k])?;
     }
     Ok(())
 }
-
 /// Reads the code lengths of `nsym >= 2` symbols.
 fn read_lengths(br: &mut BitReader<'_>, nsym: usize) -> Result<Vec<u8>> {
     let mut lens = Vec::with_capacity(nsym);
@@ -232,62 +271,52 @@ fn read_lengths(br: &mut BitReader<'_>, nsym: usize) -> Result<Vec<u8>> {
     Ok(lens)
 }
 
-/// One bit stream, read most significant bit first.
+/// Where one of the four bit streams is being read, most significant bit first.
 ///
-/// `buf` holds the next stream bits left-aligned: its top `nbits` bits are the next
-/// ones; bits below may be stream bits already loaded or zeros. `pos` is the next byte
-/// to load; it runs past the end of `data` when the slow path pads with zeros.
-#[derive(Default)]
-struct Bits<'a> {
-    data: &'a [u8],
+/// `word` holds the 8 bytes of the payload from byte `pos` on (big-endian; zeros past
+/// the payload's end), of which the top `used` bits are consumed. Bytes past the
+/// lane's own stream may be another lane's: a code is decided by its own bits alone
+/// (every table slot that starts with it holds it), so they change nothing unless the
+/// lane reads past its end, which `check_end` rejects.
+#[derive(Clone, Copy, Default)]
+struct Lane {
     pos: usize,
-    buf: u64,
-    nbits: u32,
+    used: u32,
+    word: u64,
 }
 
-impl Bits<'_> {
-    /// Loads whole bytes until at least 56 bits are buffered (needs 8 bytes at `pos`).
+impl Lane {
+    /// Moves `pos` up to the first byte not wholly consumed and reloads `word`: at
+    /// least 57 bits are then unconsumed.
     #[inline(always)]
-    fn refill_fast(&mut self) {
-        if let Some(b) = self.data.get(self.pos..).and_then(|d| d.first_chunk::<8>()) {
-            // nbits <= 63 here: both refills leave it below 64.
-            self.buf |= u64::from_be_bytes(*b) >> self.nbits;
-            let k = (63 - self.nbits) >> 3;
-            self.pos += k as usize;
-            self.nbits += k << 3;
-        }
+    fn refill(&mut self, payload: &[u8]) {
+        self.pos += (self.used >> 3) as usize;
+        self.used &= 7;
+        self.word = match payload.get(self.pos..).and_then(|d| d.first_chunk::<8>()) {
+            Some(b) => u64::from_be_bytes(*b),
+            None => {
+                let mut b = [0u8; 8];
+                let tail = payload.get(self.pos..).unwrap_or(&[]);
+                b[..tail.len()].copy_from_slice(tail);
+                u64::from_be_bytes(b)
+            }
+        };
     }
 
-    /// Loads bytes one at a time (zeros past the end) until at least 56 bits are buffered.
-    #[inline]
-    fn refill_slow(&mut self) {
-        while self.nbits < 56 {
-            let b = self.data.get(self.pos).copied().unwrap_or(0);
-            self.buf |= u64::from(b) << (56 - self.nbits);
-            self.pos += 1;
-            self.nbits += 8;
-        }
-    }
-
-    /// Decodes one symbol; at least `maxlen` bits must be buffered.
+    /// Decodes one symbol; at least `log2 SLOTS` unconsumed bits must be in `word`.
     #[inline(always)]
-    fn decode<W: Word, E: Entry>(&mut self, table: &[E], shift: u32) -> W {
-        // `buf >> shift` is below 2^maxlen, the table's length.
-        let e = table
-            .get((self.buf >> shift) as usize)
-            .copied()
-            .unwrap_or_default()
-            .get();
-        let len = e & 31;
-        self.buf <<= len;
-        self.nbits -= len;
+    fn decode<W: Word, E: Entry, const SLOTS: usize>(&mut self, table: &[E; SLOTS]) -> W {
+        // The top `log2 SLOTS` unconsumed bits: below `SLOTS`, so in bounds.
+        let e = table[((self.word << self.used) >> (64 - SLOTS.trailing_zeros())) as usize].get();
+        self.used += e & 31;
         W::from_u64(u64::from(e >> 5))
     }
 
-    /// The stream must end exactly in its last byte, padded with one bits.
-    fn check_end(&self) -> Result<()> {
-        let consumed = self.pos as u64 * 8 - u64::from(self.nbits);
-        let len = self.data.len() as u64;
+    /// The stream (`data`, starting at payload offset `start`) must end exactly in its
+    /// last byte, padded with one bits.
+    fn check_end(&self, data: &[u8], start: usize) -> Result<()> {
+        let consumed = (self.pos - start) as u64 * 8 + u64::from(self.used);
+        let len = data.len() as u64;
         if consumed > len * 8 {
             return Err(FormatError::Truncated { what: "huffman stream" });
         }
@@ -297,9 +326,8 @@ impl Bits<'_> {
                 count: len - consumed.div_ceil(8),
             });
         }
-        // Here pos >= len, so the padding bits are buffered.
         let pad = (len * 8 - consumed) as u32;
-        if pad > 0 && !self.buf >> (64 - pad) != 0 {
+        if pad > 0 && data.last().is_some_and(|&b| !b & ((1u8 << pad) - 1) != 0) {
             return Err(FormatError::Corrupt {
                 what: "huffman stream (padding bits not all ones)",
             });
@@ -445,6 +473,43 @@ mod tests {
         let mut out = std::vec![0u16; v.len() - 4];
         if decode(&p, 8, &mut out).is_ok() {
             assert_eq!(out, v[..v.len() - 4]);
+        }
+    }
+
+    /// A lane reads ahead into the next lane's bytes; moving the boundary between two
+    /// streams must still be caught, whichever bytes the lane finds there.
+    #[test]
+    fn moved_stream_boundaries_fail() {
+        for width in [8u8, 16] {
+            let v = geometric(4001, width, 0.97, u64::from(width));
+            let p = round_trip::<Huffman, _>(&v, width);
+            let mut out = std::vec![0u16; v.len()];
+            let (syms, mut br) = start_decode(&p, width, &mut out, WHAT).unwrap().unwrap();
+            read_lengths(&mut br, syms.len()).unwrap();
+            let table_end = br.finish().unwrap();
+            let mut r = ByteReader::new(&p[table_end..]);
+            let sizes: std::vec::Vec<u64> = (0..3)
+                .map(|_| r.varint_usize("size", u64::MAX).unwrap() as u64)
+                .collect();
+            let streams = &p[table_end + r.position()..];
+            for k in 0..3 {
+                for delta in [-1i64, 1] {
+                    let mut moved = sizes.clone();
+                    moved[k] = sizes[k].wrapping_add_signed(delta);
+                    if k + 1 < 3 {
+                        moved[k + 1] = sizes[k + 1].wrapping_add_signed(-delta);
+                    }
+                    let mut q = p[..table_end].to_vec();
+                    for &m in &moved {
+                        put_varint(&mut q, m);
+                    }
+                    q.extend_from_slice(streams);
+                    assert!(
+                        decode(&q, width, &mut out).is_err(),
+                        "width {width}, stream {k}, {delta:+}"
+                    );
+                }
+            }
         }
     }
 
