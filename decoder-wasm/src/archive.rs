@@ -7,30 +7,32 @@ use alloc::string::String;
 use alloc::vec::Vec;
 
 use brevis_format::archive::{
-    check_header, open_record, parse_end, parse_index, ChunkRecord, FileRecord, RecordHead, RecordKind, SegmentKind,
-    SegmentRecord, SegmentSource, END_LEN, HEADER_LEN,
+    check_header, open_record, parse_end, parse_index, ChunkRecord, DigestKind, FileRecord, RecordHead, RecordKind,
+    SegmentKind, SegmentRecord, SegmentSource, END_LEN, HEADER_LEN,
 };
 use brevis_format::FormatError;
-use sha2::{Digest, Sha256};
 
+use crate::digest::{digest, mismatch};
 use crate::error::{DecodeError, Location};
 use crate::exec::decode_chunk;
 use crate::stream::{Event, StreamDecoder};
 use crate::{fetch_base, xor_into, BaseProvider, DecodeLimits};
 
-/// A file rebuilt from an archive, its SHA-256 verified.
+/// A file rebuilt from an archive, its digest verified.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct DecodedFile {
     /// Relative path.
     pub path: String,
     /// The file's bytes.
     pub data: Vec<u8>,
-    /// Its SHA-256.
-    pub sha256: [u8; 32],
+    /// Its digest.
+    pub digest: [u8; 32],
+    /// The digest's hash (the archive's).
+    pub digest_kind: DigestKind,
 }
 
 /// Decodes every file of an archive held in memory, verifying every record,
-/// the index, each chunk's checksum and each file's SHA-256.
+/// the index, each chunk's checksum and each file's digest.
 pub fn decode_all(archive: &[u8], limits: &DecodeLimits) -> Result<Vec<DecodedFile>, DecodeError> {
     decode_all_from(archive, StreamDecoder::new(*limits))
 }
@@ -57,7 +59,8 @@ fn decode_all_from(archive: &[u8], mut dec: StreamDecoder) -> Result<Vec<Decoded
                 current = Some(DecodedFile {
                     path,
                     data: Vec::with_capacity(cap),
-                    sha256: [0; 32],
+                    digest: [0; 32],
+                    digest_kind: dec.digest_kind(),
                 });
             }
             Some(Event::Data(d)) => {
@@ -65,9 +68,9 @@ fn decode_all_from(archive: &[u8], mut dec: StreamDecoder) -> Result<Vec<Decoded
                     f.data.extend_from_slice(&d);
                 }
             }
-            Some(Event::FileEnd { sha256, .. }) => {
+            Some(Event::FileEnd { digest, .. }) => {
                 if let Some(mut f) = current.take() {
-                    f.sha256 = sha256;
+                    f.digest = digest;
                     files.push(f);
                 }
             }
@@ -208,8 +211,10 @@ pub struct FileInfo {
     pub path: String,
     /// Decoded size.
     pub size: u64,
-    /// SHA-256 of the rebuilt file.
-    pub sha256: [u8; 32],
+    /// Digest of the rebuilt file.
+    pub digest: [u8; 32],
+    /// The digest's hash (the archive header's).
+    pub digest_kind: DigestKind,
     /// Its segments, in order.
     pub segments: Vec<SegmentInfo>,
 }
@@ -227,7 +232,7 @@ impl<'a> Archive<'a> {
     /// checks that they describe a consistent archive. Chunk records are only
     /// located here; they are checked when decoded.
     pub fn open(data: &'a [u8], limits: DecodeLimits) -> Result<Self, DecodeError> {
-        check_header(data)?;
+        let digest_kind = check_header(data)?;
         let len = data.len() as u64;
         if data.len() < HEADER_LEN + END_LEN {
             return Err(FormatError::Truncated {
@@ -305,7 +310,8 @@ impl<'a> Archive<'a> {
                     files.push(FileInfo {
                         path: f.path,
                         size: f.size,
-                        sha256: f.sha256,
+                        digest: f.digest,
+                        digest_kind,
                         segments: Vec::new(),
                     });
                 }
@@ -405,7 +411,7 @@ impl<'a> Archive<'a> {
     /// their sizes count against [`DecodeLimits::max_output_bytes`] as in
     /// [`Archive::open`].
     pub fn scan(data: &'a [u8], limits: DecodeLimits) -> Result<(Self, Vec<DecodeError>), DecodeError> {
-        check_header(data)?;
+        let digest_kind = check_header(data)?;
         let mut files: Vec<FileInfo> = Vec::new();
         let mut damage = Vec::new();
         // Segments and chunks still expected for the last file; `skipping` while
@@ -468,7 +474,8 @@ impl<'a> Archive<'a> {
                         files.push(FileInfo {
                             path: f.path,
                             size: f.size,
-                            sha256: f.sha256,
+                            digest: f.digest,
+                            digest_kind,
                             segments: Vec::new(),
                         });
                     }
@@ -711,7 +718,7 @@ impl<'a> Archive<'a> {
         Ok(out)
     }
 
-    /// Decodes a whole file and checks its size and SHA-256. An archive opened
+    /// Decodes a whole file and checks its size and digest. An archive opened
     /// with [`Archive::scan`] may list segments that do not add up to the file's
     /// size (a damaged record); that is refused before anything is decoded.
     pub fn read_file(&self, file: &FileInfo) -> Result<Vec<u8>, DecodeError> {
@@ -729,17 +736,14 @@ impl<'a> Archive<'a> {
         for seg in &file.segments {
             out.extend_from_slice(&self.read_segment(file, seg)?);
         }
-        let digest: [u8; 32] = Sha256::digest(&out).into();
-        if digest != file.sha256 {
-            return Err(DecodeError::new(FormatError::Checksum {
-                what: "file SHA-256",
-                stored: u64::from_be_bytes(file.sha256[..8].try_into().unwrap_or([0; 8])),
-                computed: u64::from_be_bytes(digest[..8].try_into().unwrap_or([0; 8])),
-            })
-            .at(&Location {
-                file: Some(file.path.clone()),
-                ..Location::default()
-            }));
+        let found = digest(file.digest_kind, &out);
+        if found != file.digest {
+            return Err(
+                DecodeError::new(mismatch(file.digest_kind, &file.digest, &found)).at(&Location {
+                    file: Some(file.path.clone()),
+                    ..Location::default()
+                }),
+            );
         }
         Ok(out)
     }

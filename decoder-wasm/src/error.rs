@@ -59,7 +59,7 @@ impl DecodeError {
             FormatError::Truncated { .. } => ErrorKind::InsufficientData,
             FormatError::LimitExceeded { .. } => ErrorKind::Limit,
             FormatError::UnknownTag {
-                what: "archive version" | "segment kind",
+                what: "archive version" | "archive flags" | "segment kind",
                 ..
             } => ErrorKind::Compatibility,
             FormatError::BaseMissing { .. } | FormatError::BaseMismatch { .. } => ErrorKind::Base,

@@ -36,6 +36,7 @@ extern crate alloc;
 extern crate std;
 
 mod archive;
+pub mod digest;
 mod error;
 pub mod exec;
 mod stream;
@@ -45,6 +46,8 @@ pub mod wasm;
 
 pub use archive::{decode_all, decode_all_with_base, Archive, BaseRef, ChunkInfo, DecodedFile, FileInfo, SegmentInfo};
 pub use brevis_format as format;
+pub use brevis_format::archive::DigestKind;
+pub use digest::{digest, Digester};
 pub use error::{DecodeError, ErrorKind, Location};
 pub use exec::{decode_chunk, decode_chunk_into};
 pub use stream::{Event, FileHasher, PendingChunk, Piece, StreamDecoder};

@@ -21,13 +21,13 @@ use alloc::vec::Vec;
 use core::ops::Deref;
 
 use brevis_format::archive::{
-    self, check_header, open_record, parse_end, parse_index, ChunkRecord, FileRecord, IndexEntry, RecordHead,
-    RecordKind, SegmentKind, SegmentRecord, SegmentSource, HEADER_LEN,
+    self, check_header, open_record, parse_end, parse_index, ChunkRecord, DigestKind, FileRecord, IndexEntry,
+    RecordHead, RecordKind, SegmentKind, SegmentRecord, SegmentSource, HEADER_LEN,
 };
 use brevis_format::program::Limits;
 use brevis_format::FormatError;
-use sha2::{Digest, Sha256};
 
+use crate::digest::{mismatch, Digester};
 use crate::error::{DecodeError, Location};
 use crate::exec::decode_chunk_into;
 use crate::{fetch_base, xor_into, BaseProvider, DecodeLimits};
@@ -58,12 +58,14 @@ pub enum Event {
     Data(Piece),
     /// The current segment is complete.
     SegmentEnd,
-    /// The current file is complete and its SHA-256 matched.
+    /// The current file is complete and its digest matched.
     FileEnd {
         /// Relative path.
         path: String,
-        /// The verified SHA-256.
-        sha256: [u8; 32],
+        /// The verified digest.
+        digest: [u8; 32],
+        /// Its hash, as the archive header says.
+        kind: DigestKind,
     },
     /// The archive is complete: every record, the index and the end were verified.
     End,
@@ -121,30 +123,35 @@ impl AsRef<[u8]> for Piece {
     }
 }
 
-/// Computes the SHA-256 of each file's bytes for a [`StreamDecoder`], which checks
+/// Computes the digest of each file's bytes for a [`StreamDecoder`], which checks
 /// it against the archive before reporting [`Event::FileEnd`]. The default hashes
 /// in the decoder's thread; [`StreamDecoder::set_file_hasher`] can move the work
 /// elsewhere (to a thread of its own, say, while chunks decode on others).
 pub trait FileHasher {
+    /// A file starts: hash its bytes with `kind` (the archive header's
+    /// [`DigestKind`]; a [`Digester`] computes either).
+    fn start(&mut self, kind: DigestKind);
     /// Hashes the next bytes of the current file (a hasher that hashes later,
     /// on another thread, keeps a clone of the piece: no copy of the bytes).
     fn update(&mut self, data: &Piece);
-    /// The SHA-256 of the bytes given since the previous `finish` (or since the
-    /// first `update`); the next bytes start a new file.
+    /// The digest of the bytes given since `start`.
     fn finish(&mut self) -> [u8; 32];
 }
 
 /// The default [`FileHasher`]: hashes in place.
-#[derive(Default)]
-struct InlineSha256(Sha256);
+struct InlineHasher(Digester);
 
-impl FileHasher for InlineSha256 {
+impl FileHasher for InlineHasher {
+    fn start(&mut self, kind: DigestKind) {
+        self.0 = Digester::new(kind);
+    }
+
     fn update(&mut self, data: &Piece) {
-        self.0.update(&data[..]);
+        self.0.update(data);
     }
 
     fn finish(&mut self) -> [u8; 32] {
-        self.0.finalize_reset().into()
+        self.0.finish()
     }
 }
 
@@ -234,6 +241,8 @@ pub struct StreamDecoder {
     copy: Option<PendingCopy>,
     /// Hashes the open file's bytes.
     hasher: Box<dyn FileHasher>,
+    /// The hash of the FILE records' digests (from the header).
+    digest_kind: DigestKind,
 }
 
 impl Default for StreamDecoder {
@@ -268,7 +277,8 @@ impl StreamDecoder {
             retained: BTreeMap::new(),
             retained_total: 0,
             copy: None,
-            hasher: Box::new(InlineSha256::default()),
+            hasher: Box::new(InlineHasher(Digester::new(DigestKind::Sha256))),
+            digest_kind: DigestKind::Sha256,
         }
     }
 
@@ -287,6 +297,12 @@ impl StreamDecoder {
             base: Some(base),
             ..Self::new(limits)
         }
+    }
+
+    /// The hash of the archive's file digests: what the header said, once it is
+    /// read (SHA-256 before).
+    pub fn digest_kind(&self) -> DigestKind {
+        self.digest_kind
     }
 
     /// Bytes of retained segments held for later copies right now.
@@ -490,7 +506,7 @@ impl StreamDecoder {
                 if avail < HEADER_LEN {
                     return Ok(false);
                 }
-                check_header(&self.buf[self.pos..self.pos + HEADER_LEN])?;
+                self.digest_kind = check_header(&self.buf[self.pos..self.pos + HEADER_LEN])?;
                 self.consume(HEADER_LEN);
                 self.state = State::FileOrIndex;
                 Ok(true)
@@ -561,6 +577,7 @@ impl StreamDecoder {
                     path: record.path.clone(),
                     size: record.size,
                 });
+                self.hasher.start(self.digest_kind);
                 let segments_left = record.segments;
                 self.file = Some(OpenFile {
                     record,
@@ -842,18 +859,14 @@ impl StreamDecoder {
             .into());
         }
         let digest = self.hasher.finish();
-        if digest != file.record.sha256 {
-            return Err(FormatError::Checksum {
-                what: "file SHA-256",
-                stored: u64::from_be_bytes(file.record.sha256[..8].try_into().unwrap_or([0; 8])),
-                computed: u64::from_be_bytes(digest[..8].try_into().unwrap_or([0; 8])),
-            }
-            .into());
+        if digest != file.record.digest {
+            return Err(mismatch(self.digest_kind, &file.record.digest, &digest).into());
         }
         self.state = State::FileOrIndex;
         self.queue.push_back(Event::FileEnd {
             path: file.record.path,
-            sha256: digest,
+            digest,
+            kind: self.digest_kind,
         });
         Ok(())
     }

@@ -26,13 +26,12 @@ use alloc::format;
 use alloc::string::{String, ToString};
 use alloc::vec::Vec;
 
-use brevis_format::archive::SegmentKind;
-use brevis_format::FormatError;
+use brevis_format::archive::{DigestKind, SegmentKind};
 use js_sys::{Array, Object, Reflect, Uint8Array};
-use sha2::{Digest, Sha256};
 use wasm_bindgen::prelude::*;
 
 use crate::archive::FileInfo;
+use crate::digest::{mismatch, Digester};
 use crate::{decode_all as decode_all_native, Archive, DecodeError, DecodeLimits, ErrorKind, Event, StreamDecoder};
 
 /// Limits from JavaScript: an output cap (any non-finite or negative value —
@@ -215,10 +214,19 @@ impl StreamHandle {
         }
     }
 
-    /// The verified SHA-256 in hex (file end).
-    pub fn sha256(&self) -> Option<String> {
+    /// The verified digest in hex (file end).
+    pub fn digest(&self) -> Option<String> {
         match &self.event {
-            Some(Event::FileEnd { sha256, .. }) => Some(hex(sha256)),
+            Some(Event::FileEnd { digest, .. }) => Some(hex(digest)),
+            _ => None,
+        }
+    }
+
+    /// The digest's hash, `sha256` or `blake3` (file end).
+    #[wasm_bindgen(js_name = digestAlgorithm)]
+    pub fn digest_algorithm(&self) -> Option<String> {
+        match &self.event {
+            Some(Event::FileEnd { kind, .. }) => Some(kind.name().into()),
             _ => None,
         }
     }
@@ -253,8 +261,8 @@ fn copy_into(data: &[u8], dst: &Uint8Array, offset: u32) -> Result<(), JsValue> 
     Ok(())
 }
 
-/// Decodes every file of a whole archive: an array of `{ path, size, sha256,
-/// bytes }`. Throws a `BrevisError`.
+/// Decodes every file of a whole archive: an array of `{ path, size, digest,
+/// digestAlgorithm, sha256, bytes }` (see [`set_digest`]). Throws a `BrevisError`.
 #[wasm_bindgen]
 pub fn decode_all(archive: &[u8], max_output_bytes: f64, max_ratio: f64) -> Result<Array, JsValue> {
     let files = decode_all_native(archive, &limits(max_output_bytes, max_ratio)).map_err(|e| js_error(&e))?;
@@ -263,7 +271,7 @@ pub fn decode_all(archive: &[u8], max_output_bytes: f64, max_ratio: f64) -> Resu
         let obj = Object::new();
         set(&obj, "path", JsValue::from_str(&f.path));
         set(&obj, "size", JsValue::from_f64(f.data.len() as f64));
-        set(&obj, "sha256", JsValue::from_str(&hex(&f.sha256)));
+        set_digest(&obj, f.digest_kind, &f.digest);
         set(&obj, "bytes", Uint8Array::from(f.data.as_slice()).into());
         out.push(&obj);
     }
@@ -307,7 +315,8 @@ impl ArchiveHandle {
         })
     }
 
-    /// The files: an array of `{ path, size, sha256, segments: [{ name, dtype,
+    /// The files: an array of `{ path, size, digest, digestAlgorithm, sha256,
+    /// segments: [{ name, dtype,
     /// shape, size, offset, chunks, stored }] }` (dtype and shape `null` for
     /// opaque segments; `offset` within the file; `chunks` how many; `stored`
     /// the bytes of its chunk records in the archive, framing included).
@@ -317,7 +326,7 @@ impl ArchiveHandle {
             let obj = Object::new();
             set(&obj, "path", JsValue::from_str(&f.path));
             set(&obj, "size", JsValue::from_f64(f.size as f64));
-            set(&obj, "sha256", JsValue::from_str(&hex(&f.sha256)));
+            set_digest(&obj, f.digest_kind, &f.digest);
             let segs = Array::new();
             for s in &f.segments {
                 let seg = Object::new();
@@ -370,27 +379,34 @@ impl ArchiveHandle {
         file: u32,
         segment: u32,
         chunk: u32,
-        hasher: &mut Sha256Hasher,
+        hasher: &mut FileDigester,
     ) -> Result<Vec<u8>, JsValue> {
         let out = self.read_chunk(file, segment, chunk)?;
         hasher.inner.update(&out);
         Ok(out)
     }
 
+    /// A hasher for reading file `file` chunk by chunk ([`Self::read_chunk_hashed`]):
+    /// of the hash its digest is.
+    pub fn file_hasher(&self, file: u32) -> Result<FileDigester, JsValue> {
+        Ok(FileDigester {
+            inner: Digester::new(self.file(file)?.digest_kind),
+        })
+    }
+
     /// Throws a `BrevisError` unless `hasher` (fed every chunk of file `file`,
-    /// in order) gives the file's SHA-256. The hasher starts over.
-    pub fn verify_file(&self, file: u32, hasher: &mut Sha256Hasher) -> Result<(), JsValue> {
+    /// in order) gives the file's digest. The hasher starts over.
+    pub fn verify_file(&self, file: u32, hasher: &mut FileDigester) -> Result<(), JsValue> {
         let f = self.file(file)?;
-        let digest: [u8; 32] = core::mem::take(&mut hasher.inner).finalize().into();
-        if digest == f.sha256 {
+        if hasher.inner.kind() != f.digest_kind {
+            return Err(js_sys::Error::new("hasher of another kind than the file's digest").into());
+        }
+        let digest = hasher.inner.finish();
+        if digest == f.digest {
             return Ok(());
         }
         let e = DecodeError {
-            error: FormatError::Checksum {
-                what: "file SHA-256",
-                stored: u64::from_be_bytes(f.sha256[..8].try_into().unwrap_or([0; 8])),
-                computed: u64::from_be_bytes(digest[..8].try_into().unwrap_or([0; 8])),
-            },
+            error: mismatch(f.digest_kind, &f.digest, &digest),
             location: crate::Location {
                 file: Some(f.path.clone()),
                 ..Default::default()
@@ -423,25 +439,24 @@ impl ArchiveHandle {
     }
 }
 
-/// Incremental SHA-256 for files read chunk by chunk from an [`ArchiveHandle`]
-/// (see [`ArchiveHandle::read_chunk_hashed`]).
+/// Incremental digest for files read chunk by chunk from an [`ArchiveHandle`]
+/// (made by [`ArchiveHandle::file_hasher`], fed by
+/// [`ArchiveHandle::read_chunk_hashed`]).
 #[wasm_bindgen]
-pub struct Sha256Hasher {
-    inner: Sha256,
-}
-
-impl Default for Sha256Hasher {
-    fn default() -> Self {
-        Self::new()
-    }
+pub struct FileDigester {
+    inner: Digester,
 }
 
 #[wasm_bindgen]
-impl Sha256Hasher {
-    /// A fresh hasher.
+impl FileDigester {
+    /// A fresh hasher of `algorithm` (`sha256` or `blake3`).
     #[wasm_bindgen(constructor)]
-    pub fn new() -> Sha256Hasher {
-        Sha256Hasher { inner: Sha256::new() }
+    pub fn new(algorithm: &str) -> Result<FileDigester, JsValue> {
+        let kind = DigestKind::from_name(algorithm)
+            .ok_or_else(|| JsValue::from(js_sys::Error::new("unknown digest algorithm")))?;
+        Ok(FileDigester {
+            inner: Digester::new(kind),
+        })
     }
 
     /// Adds bytes.
@@ -451,6 +466,23 @@ impl Sha256Hasher {
 
     /// The digest in hex; the hasher starts over.
     pub fn finish_hex(&mut self) -> String {
-        hex(&core::mem::take(&mut self.inner).finalize())
+        hex(&self.inner.finish())
     }
+}
+
+/// Sets a file object's `digest` (hex), `digestAlgorithm` and `sha256` (the
+/// digest when it is a SHA-256, `null` otherwise: what a model hub publishes).
+fn set_digest(obj: &Object, kind: DigestKind, digest: &[u8; 32]) {
+    let hexed = JsValue::from_str(&hex(digest));
+    set(obj, "digest", hexed.clone());
+    set(obj, "digestAlgorithm", JsValue::from_str(kind.name()));
+    set(
+        obj,
+        "sha256",
+        if kind == DigestKind::Sha256 {
+            hexed
+        } else {
+            JsValue::NULL
+        },
+    );
 }

@@ -16,7 +16,9 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
 use brevis_decoder::decode_chunk;
-use brevis_format::archive::{chunk_checksum, ChunkRecord, FileRecord, SegmentKind, SegmentRecord, SegmentSource};
+use brevis_format::archive::{
+    chunk_checksum, ChunkRecord, DigestKind, FileRecord, SegmentKind, SegmentRecord, SegmentSource,
+};
 use brevis_format::program::{serialize, Limits, Node};
 use brevis_format::stream::Stream;
 use brevis_format::wire::LitEncoding;
@@ -45,6 +47,9 @@ pub struct CompressOptions {
     pub limits: Limits,
     /// Store identical segments once (default true).
     pub dedup: bool,
+    /// The hash of the files' digests (default SHA-256, what model hubs publish;
+    /// BLAKE3 verifies several times faster).
+    pub digest: DigestKind,
 }
 
 impl Default for CompressOptions {
@@ -53,6 +58,7 @@ impl Default for CompressOptions {
             chunk_bytes: DEFAULT_CHUNK_BYTES,
             limits: Limits::default(),
             dedup: true,
+            digest: DigestKind::Sha256,
         }
     }
 }
@@ -401,12 +407,12 @@ fn compress_planned<W: Write>(
     let started = Instant::now();
     let data = file.data;
     let plans = &plan.plans;
-    let sha256: [u8; 32] = Sha256::digest(data).into();
+    let digest = brevis_decoder::digest(opts.digest, data);
     let start_offset = w.offset();
     w.file(&FileRecord {
         path: file.archive_path.clone(),
         size: data.len() as u64,
-        sha256,
+        digest,
         segments: plans.len() as u64,
     })?;
 
@@ -558,7 +564,7 @@ pub fn compress_files_with_base<W: Write>(
     if let Some(base) = base {
         use_base(files, &mut plans, base);
     }
-    let mut w = ArchiveWriter::new(out)?;
+    let mut w = ArchiveWriter::new(out, opts.digest)?;
     let mut reports = Vec::with_capacity(files.len());
     for (f, plan) in files.iter().zip(&plans) {
         reports.push(

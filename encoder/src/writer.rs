@@ -3,7 +3,7 @@
 use std::io::Write;
 
 use brevis_format::archive::{
-    end_body, header, index_body, put_record, FileRecord, IndexEntry, RecordKind, SegmentRecord,
+    end_body, header, index_body, put_record, DigestKind, FileRecord, IndexEntry, RecordKind, SegmentRecord,
 };
 
 /// Writes an archive: header, then records, then the index and END on [`ArchiveWriter::finish`].
@@ -15,9 +15,10 @@ pub struct ArchiveWriter<W: Write> {
 }
 
 impl<W: Write> ArchiveWriter<W> {
-    /// Starts an archive on `out` by writing the header.
-    pub fn new(mut out: W) -> std::io::Result<Self> {
-        let h = header();
+    /// Starts an archive on `out` by writing the header; its FILE records will
+    /// carry `digest` digests.
+    pub fn new(mut out: W, digest: DigestKind) -> std::io::Result<Self> {
+        let h = header(digest);
         out.write_all(&h)?;
         Ok(ArchiveWriter {
             out,

@@ -14,14 +14,13 @@
 //! | `stream` | piece schedule, archive | `StreamDecoder` fed in pieces agrees with `decode_all` (same files, or both fail) |
 //! | `structured` | a valid archive | record bodies are mutated and re-framed so mutations reach the parsers; a success means every file matches its FILE record's SHA-256 |
 
-use brevis_decoder::{decode_all, Archive, DecodeError, DecodeLimits, Event, StreamDecoder};
+use brevis_decoder::{decode_all, digest, Archive, DecodeError, DecodeLimits, Event, StreamDecoder};
 use brevis_format::archive::{
-    end_body, header, index_body, open_record, put_record, ChunkRecord, FileRecord, IndexEntry, RecordHead, RecordKind,
-    END_LEN, HEADER_LEN, MAGIC, MAX_CHUNK_DECODED,
+    check_header, end_body, header, index_body, open_record, put_record, ChunkRecord, DigestKind, FileRecord,
+    IndexEntry, RecordHead, RecordKind, END_LEN, HEADER_LEN, MAGIC, MAX_CHUNK_DECODED,
 };
 use brevis_format::bytes::{put_varint, ByteReader};
 use brevis_format::program::{self, Limits};
-use sha2::{Digest, Sha256};
 
 /// The limits every archive target decodes under: the defaults, with the total
 /// output capped at 64 MiB. A few bytes may legally declare gigabytes (a `Const`
@@ -32,11 +31,6 @@ pub fn limits() -> DecodeLimits {
         max_output_bytes: 64 << 20,
         ..DecodeLimits::default()
     }
-}
-
-/// SHA-256 of `b`.
-pub fn sha256(b: &[u8]) -> [u8; 32] {
-    Sha256::digest(b).into()
 }
 
 /// A record as split from bytes that may be damaged: its kind byte and body.
@@ -75,7 +69,12 @@ pub fn split_records(data: &[u8]) -> Vec<RawRecord> {
 /// are dropped), then an INDEX listing them and the END record. The bodies are
 /// kept as they are, so they reach the parsers behind the checksums.
 pub fn build_archive(records: &[RawRecord]) -> Vec<u8> {
-    let mut a = header().to_vec();
+    build_archive_with(records, DigestKind::Sha256)
+}
+
+/// [`build_archive`] with a header naming `digest` for the FILE records' digests.
+pub fn build_archive_with(records: &[RawRecord], digest: DigestKind) -> Vec<u8> {
+    let mut a = header(digest).to_vec();
     let mut index = Vec::new();
     for r in records {
         let kind = match RecordKind::from_u8(r.kind) {
@@ -107,7 +106,7 @@ const KEEP_INDEX: u8 = 0x5a;
 /// Frames `records` as they are (INDEX and END included, in their order, with
 /// fresh checksums), so mutated INDEX and END bodies reach their parsers.
 fn frame_as_is(records: &[RawRecord]) -> Vec<u8> {
-    let mut a = header().to_vec();
+    let mut a = header(DigestKind::Sha256).to_vec();
     for r in records {
         if let Ok(kind) = RecordKind::from_u8(r.kind) {
             put_record(&mut a, kind, &r.body);
@@ -124,7 +123,12 @@ pub fn normalize(data: &[u8]) -> Vec<u8> {
     if data.starts_with(&MAGIC) && data.get(10) == Some(&KEEP_INDEX) {
         frame_as_is(&records)
     } else {
-        build_archive(&records)
+        // Bit 0 of the input's flags picks the digest, so inputs reach BLAKE3 archives too.
+        let digest = match data.get(10) {
+            Some(f) if f & 1 == 1 => DigestKind::Blake3,
+            _ => DigestKind::Sha256,
+        };
+        build_archive_with(&records, digest)
     }
 }
 
@@ -187,12 +191,16 @@ pub fn stream_files(a: &[u8], mut piece: impl FnMut() -> usize) -> Result<Files,
                     assert!(in_segment, "SegmentEnd outside a segment");
                     in_segment = false;
                 }
-                Event::FileEnd { path, sha256: digest } => {
+                Event::FileEnd {
+                    path,
+                    digest: found,
+                    kind,
+                } => {
                     assert!(in_file && !in_segment, "FileEnd outside a file");
                     in_file = false;
                     let (p, data) = files.last().expect("in a file");
                     assert_eq!(&path, p);
-                    assert_eq!(digest, sha256(data), "FileEnd's SHA-256 is not the bytes'");
+                    assert_eq!(found, digest(kind, data), "FileEnd's digest is not the bytes'");
                 }
                 Event::End => {
                     assert!(!in_file, "End inside a file");
@@ -223,11 +231,16 @@ pub fn check_archive(a: &[u8]) {
     let all = decode_all_files(a);
     if let Ok(files) = &all {
         let records = file_records(a);
+        let kind = check_header(a).expect("decoded, so the header is valid");
         assert_eq!(files.len(), records.len(), "decoded files vs FILE records");
         for ((path, data), r) in files.iter().zip(&records) {
             assert_eq!(path, &r.path);
             assert_eq!(data.len() as u64, r.size, "{path}: size differs from its FILE record");
-            assert_eq!(sha256(data), r.sha256, "{path}: SHA-256 differs from its FILE record");
+            assert_eq!(
+                digest(kind, data),
+                r.digest,
+                "{path}: digest differs from its FILE record"
+            );
         }
     }
     match (&all, Archive::open(a, limits())) {
@@ -252,7 +265,7 @@ pub fn check_archive(a: &[u8]) {
     scan_checks(a);
 }
 
-/// Salvage: every file `read_file` returns matches its SHA-256, and no chunk
+/// Salvage: every file `read_file` returns matches its digest, and no chunk
 /// read panics.
 fn scan_checks(a: &[u8]) {
     let Ok((ar, _damage)) = Archive::scan(a, limits()) else {
@@ -263,9 +276,9 @@ fn scan_checks(a: &[u8]) {
     for f in ar.files() {
         if let Ok(bytes) = ar.read_file(f) {
             assert_eq!(
-                sha256(&bytes),
-                f.sha256,
-                "{}: salvaged file differs from its SHA-256",
+                digest(f.digest_kind, &bytes),
+                f.digest,
+                "{}: salvaged file differs from its digest",
                 f.path
             );
             assert_eq!(

@@ -86,6 +86,8 @@ compress "$FX/silero.brv" "$FX/silero_vad_16k.safetensors"
 compress "$FX/minilm-int8.brv" "$MODEL/onnx/model_quantized.onnx"
 compress "$FX/minilm-folder.brv" "$MODEL"
 compress "$FX/multi.brv" "$MULTI"
+# The same with BLAKE3 file digests (header flag) instead of SHA-256.
+compress "$FX/multi-blake3.brv" "$MULTI" --digest blake3
 # The streaming-memory test needs the three copies stored three times; with
 # dedup (the default) they are stored once and copied (big-dedup.brv).
 compress "$FX/big.brv" "$BIG" --no-dedup

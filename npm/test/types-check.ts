@@ -12,6 +12,7 @@ import {
   wasmMemoryBytes,
   type BrevisEvent,
   type DecodedFile,
+  type DigestAlgorithm,
   type Tensor,
 } from 'brevis-decoder';
 import { readOrtTensors, toOrtTensor } from 'brevis-decoder/ort';
@@ -21,6 +22,8 @@ import * as ort from 'onnxruntime-web';
 export async function usage(response: Response, bytes: Uint8Array): Promise<number> {
   await init();
   const files: DecodedFile[] = await decodeArchive(bytes, { maxOutputBytes: 1 << 30, onProgress: (p) => p.bytesOut });
+  const algorithm: DigestAlgorithm = files[0].digestAlgorithm;
+  const hubHash: string | null = algorithm === 'sha256' ? files[0].sha256 : files[0].digest;
   const stream: ReadableStream<Uint8Array> = response.body!.pipeThrough(new BrevisDecompressionStream({ path: files[0].path }));
   for await (const t of readTensors(stream)) {
     const tensor: Tensor = t;
@@ -44,5 +47,5 @@ export async function usage(response: Response, bytes: Uint8Array): Promise<numb
   } catch (e) {
     if (e instanceof BrevisError && e.code === 'truncated') return e.offset ?? -1;
   }
-  return wasmMemoryBytes() + text.length + res.status + Object.keys(weights).length;
+  return wasmMemoryBytes() + text.length + res.status + Object.keys(weights).length + (hubHash?.length ?? 0);
 }

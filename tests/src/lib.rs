@@ -82,6 +82,11 @@ pub fn safetensors_file(tensors: &[(&str, Dtype, Vec<usize>, Vec<u8>)]) -> Vec<u
 
 /// Compresses `files` (path, bytes) into an archive with default settings.
 pub fn compress(files: &[(&str, &[u8])]) -> (Vec<u8>, Vec<FileReport>) {
+    compress_with(files, &CompressOptions::default())
+}
+
+/// [`compress`] with `options`.
+pub fn compress_with(files: &[(&str, &[u8])], options: &CompressOptions) -> (Vec<u8>, Vec<FileReport>) {
     let inputs: Vec<InputFile<'_>> = files
         .iter()
         .map(|(p, d)| InputFile {
@@ -89,14 +94,8 @@ pub fn compress(files: &[(&str, &[u8])]) -> (Vec<u8>, Vec<FileReport>) {
             data: d,
         })
         .collect();
-    let (archive, len, reports) = compress_files(
-        Vec::new(),
-        &inputs,
-        &CandidateSearch::default(),
-        &CompressOptions::default(),
-        &|_| {},
-    )
-    .expect("compress");
+    let (archive, len, reports) =
+        compress_files(Vec::new(), &inputs, &CandidateSearch::default(), options, &|_| {}).expect("compress");
     assert_eq!(archive.len() as u64, len);
     (archive, reports)
 }
@@ -121,9 +120,9 @@ pub fn round_trip(files: &[(&str, &[u8])]) -> Vec<u8> {
 /// with correct checksums, index and END: for handcrafted, hostile archives.
 pub fn build_archive(records: &[(brevis_format::archive::RecordKind, Vec<u8>)]) -> Vec<u8> {
     use brevis_format::archive::{
-        end_body, header, index_body, put_record, ChunkRecord, IndexEntry, RecordKind, END_LEN,
+        end_body, header, index_body, put_record, ChunkRecord, DigestKind, IndexEntry, RecordKind, END_LEN,
     };
-    let mut a = header().to_vec();
+    let mut a = header(DigestKind::Sha256).to_vec();
     let mut index = Vec::new();
     for (kind, body) in records {
         let decoded_len = if *kind == RecordKind::Chunk {

@@ -189,7 +189,7 @@ fn file_rec(data: &[u8], segments: u64) -> (RecordKind, Vec<u8>) {
     let f = FileRecord {
         path: "f".into(),
         size: data.len() as u64,
-        sha256: Sha256::digest(data).into(),
+        digest: Sha256::digest(data).into(),
         segments,
     };
     (RecordKind::File, f.body())
@@ -319,7 +319,7 @@ fn retained_bytes_are_limited_and_copies_count_against_the_ratio() {
             FileRecord {
                 path: "f".into(),
                 size: 101 * mib,
-                sha256: [0; 32],
+                digest: [0; 32],
                 segments: 101,
             }
             .body(),
@@ -527,5 +527,5 @@ fn a_copy_of_a_delta_segment_is_rebuilt_with_the_base() {
     assert!(second.segments.iter().any(|s| s.copy_of.is_some() && s.base.is_some()));
     assert!(archive.read_file(second).unwrap() == tuned);
     let sha: [u8; 32] = Sha256::digest(&tuned).into();
-    assert_eq!(second.sha256, sha);
+    assert_eq!(second.digest, sha);
 }

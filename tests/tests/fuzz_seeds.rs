@@ -199,11 +199,11 @@ fn handmade_archive() -> Vec<u8> {
     let file = FileRecord {
         path: "handmade.bin".into(),
         size: data.len() as u64,
-        sha256: Sha256::digest(&data).into(),
+        digest: Sha256::digest(&data).into(),
         segments: 1,
     };
     let seg = SegmentRecord::new(SegmentKind::Opaque, "ops", data.len() as u64, chunks.len() as u64);
-    let mut a = header().to_vec();
+    let mut a = header(DigestKind::Sha256).to_vec();
     let mut index = Vec::new();
     let mut record = |a: &mut Vec<u8>, kind: RecordKind, body: &[u8], decoded_len: u64| {
         index.push(IndexEntry {

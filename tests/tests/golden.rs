@@ -7,10 +7,11 @@ use std::collections::BTreeSet;
 use std::fs;
 use std::path::{Path, PathBuf};
 
-use brevis_decoder::{decode_all, Archive, DecodeLimits};
+use brevis_decoder::{decode_all, digest, Archive, DecodeLimits, DigestKind};
+use brevis_encoder::CompressOptions;
 use brevis_format::archive::ChunkRecord;
 use brevis_format::program::{parse, Limits, Node, OPERATOR_NAMES};
-use brevis_tests::{compress, safetensors_file, tensor_bytes, Rng};
+use brevis_tests::{compress, compress_with, safetensors_file, tensor_bytes, Rng};
 use safetensors::tensor::Dtype;
 use sha2::{Digest, Sha256};
 
@@ -138,8 +139,12 @@ fn v1_ctx_inputs() -> Vec<(String, Vec<u8>)> {
 }
 
 fn bless_archive(name: &str, inputs: &[(String, Vec<u8>)]) {
+    bless_archive_with(name, inputs, &CompressOptions::default());
+}
+
+fn bless_archive_with(name: &str, inputs: &[(String, Vec<u8>)], options: &CompressOptions) {
     let refs: Vec<(&str, &[u8])> = inputs.iter().map(|(p, d)| (p.as_str(), d.as_slice())).collect();
-    let (archive, _) = compress(&refs);
+    let (archive, _) = compress_with(&refs, options);
     fs::create_dir_all(golden_dir()).unwrap();
     fs::write(golden_dir().join(format!("{name}.brv")), &archive).unwrap();
     let sums: String = inputs
@@ -147,6 +152,34 @@ fn bless_archive(name: &str, inputs: &[(String, Vec<u8>)]) {
         .map(|(p, d)| format!("{}  {p}\n", hex(&Sha256::digest(d))))
         .collect();
     fs::write(golden_dir().join(format!("{name}.sha256")), sums).unwrap();
+}
+
+/// Writes `v1-blake3.brv` only: the inputs of `v1-mixed.brv` with BLAKE3 file
+/// digests (header flag bit 0).
+#[test]
+#[ignore = "rewrites tests/golden/v1-blake3.*; run by hand only if that archive must change"]
+fn bless_blake3() {
+    let options = CompressOptions {
+        digest: DigestKind::Blake3,
+        ..CompressOptions::default()
+    };
+    bless_archive_with("v1-blake3", &v1_inputs(), &options);
+}
+
+/// `v1-blake3.brv` says BLAKE3 in its header, and its FILE records hold the
+/// BLAKE3 of the files (`golden_archives_still_decode` checks their bytes).
+#[test]
+fn golden_blake3_archive_has_blake3_digests() {
+    let archive = fs::read(golden_dir().join("v1-blake3.brv")).unwrap();
+    assert_eq!(archive[10..12], [1, 0]);
+    let a = Archive::open(&archive, DecodeLimits::default()).unwrap();
+    let inputs = v1_inputs();
+    assert_eq!(a.files().len(), inputs.len());
+    for (f, (path, data)) in a.files().iter().zip(&inputs) {
+        assert_eq!(&f.path, path);
+        assert_eq!(f.digest_kind, DigestKind::Blake3);
+        assert_eq!(f.digest, digest(DigestKind::Blake3, data), "{path}");
+    }
 }
 
 /// Writes `v1-ctx.brv` only (the older golden archives stay as they are).

@@ -3,7 +3,7 @@
 
 use brevis_decoder::{decode_all, Archive, DecodeLimits, ErrorKind, StreamDecoder};
 use brevis_format::archive::{
-    end_body, header, index_body, put_record, ChunkRecord, FileRecord, IndexEntry, RecordKind, SegmentKind,
+    end_body, header, index_body, put_record, ChunkRecord, DigestKind, FileRecord, IndexEntry, RecordKind, SegmentKind,
     SegmentRecord, HEADER_LEN,
 };
 use brevis_format::program::serialize;
@@ -95,7 +95,7 @@ fn file_rec(path: &str, data: &[u8], segments: u64) -> (RecordKind, Vec<u8>) {
         FileRecord {
             path: path.into(),
             size: data.len() as u64,
-            sha256,
+            digest: sha256,
             segments,
         }
         .body(),
@@ -369,7 +369,7 @@ fn overlapping_or_reordered_index_entries_are_refused() {
     ];
     let good = build(&recs);
     // Rebuild the index with the segment pointing at the file record (overlap).
-    let mut a = header().to_vec();
+    let mut a = header(DigestKind::Sha256).to_vec();
     let mut offsets = Vec::new();
     for (k, b) in &recs {
         offsets.push((*k, a.len() as u64));
@@ -431,7 +431,7 @@ fn paths_that_escape_the_output_folder_are_refused() {
 
 #[test]
 fn record_larger_than_the_limit_is_refused_from_its_header() {
-    let mut a = header().to_vec();
+    let mut a = header(DigestKind::Sha256).to_vec();
     a.push(RecordKind::File as u8);
     a.extend_from_slice(&u32::MAX.to_le_bytes());
     let mut dec = StreamDecoder::new(DecodeLimits::default());
@@ -460,7 +460,7 @@ fn salvage_checks_file_sizes_as_well_as_hashes() {
     let lying = FileRecord {
         path: "f".into(),
         size: 8,
-        sha256: Sha256::digest(data).into(),
+        digest: Sha256::digest(data).into(),
         segments: 1,
     };
     let a = build(&[
@@ -516,7 +516,7 @@ fn index_chunk_lengths_beyond_a_chunk_are_refused() {
         chunk_rec(&data[..10], &half),
         chunk_rec(&data[10..], &half),
     ];
-    let mut a = header().to_vec();
+    let mut a = header(DigestKind::Sha256).to_vec();
     let mut index = Vec::new();
     for (k, b) in &recs {
         let decoded_len = if *k == RecordKind::Chunk { 10 } else { 0 };

@@ -9,7 +9,9 @@ use std::path::Path;
 
 use brevis_decoder::format::program::Limits;
 use brevis_decoder::format::FormatError;
-use brevis_decoder::{decode_chunk, DecodeError, DecodeLimits, Event, FileHasher, PendingChunk, Piece, StreamDecoder};
+use brevis_decoder::{
+    decode_chunk, DecodeError, DecodeLimits, DigestKind, Event, FileHasher, PendingChunk, Piece, StreamDecoder,
+};
 use brevis_encoder::synth::CandidateSearch;
 use brevis_encoder::{compress_files, CompressOptions, InputFile};
 use brevis_tests::{safetensors_file, tensor_bytes};
@@ -230,23 +232,28 @@ fn chunks_not_ready_let_the_caller_read_on_and_stay_bounded() {
     }
 }
 
+/// Each file's digest kind and bytes, as a [`Recorder`] was given them.
+type Recorded = std::rc::Rc<std::cell::RefCell<Vec<(DigestKind, Vec<u8>)>>>;
+
 /// A [`FileHasher`] that keeps what it is given and answers with canned digests.
 struct Recorder {
-    files: std::rc::Rc<std::cell::RefCell<Vec<Vec<u8>>>>,
+    files: Recorded,
     digests: std::vec::IntoIter<[u8; 32]>,
 }
 
 impl FileHasher for Recorder {
+    fn start(&mut self, kind: DigestKind) {
+        self.files.borrow_mut().push((kind, Vec::new()));
+    }
+
     fn update(&mut self, data: &Piece) {
-        let mut files = self.files.borrow_mut();
-        if files.is_empty() {
-            files.push(Vec::new());
+        // Bytes before any `start` land nowhere and fail the comparison below.
+        if let Some((_, file)) = self.files.borrow_mut().last_mut() {
+            file.extend_from_slice(data);
         }
-        files.last_mut().unwrap().extend_from_slice(data);
     }
 
     fn finish(&mut self) -> [u8; 32] {
-        self.files.borrow_mut().push(Vec::new());
         self.digests.next().unwrap_or([0; 32])
     }
 }
@@ -258,18 +265,17 @@ fn a_file_hasher_sees_every_byte_and_decides_the_check() {
     let archive = many_chunks();
     let (events, err) = events(&archive, archive.len(), None);
     assert!(err.is_none());
-    let mut want: Vec<Vec<u8>> = vec![Vec::new()];
+    let mut want: Vec<(DigestKind, Vec<u8>)> = Vec::new();
     let mut digests = Vec::new();
     for ev in &events {
         match ev {
-            Event::Data(d) => want.last_mut().unwrap().extend_from_slice(d),
-            Event::FileEnd { sha256, .. } => {
-                digests.push(*sha256);
-                want.push(Vec::new());
-            }
+            Event::FileStart { .. } => want.push((DigestKind::Sha256, Vec::new())),
+            Event::Data(d) => want.last_mut().unwrap().1.extend_from_slice(d),
+            Event::FileEnd { digest, .. } => digests.push(*digest),
             _ => {}
         }
     }
+    assert!(want.len() >= 2);
     for wrong in [false, true] {
         let files = std::rc::Rc::new(std::cell::RefCell::new(Vec::new()));
         let mut canned = digests.clone();

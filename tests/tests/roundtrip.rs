@@ -2,9 +2,10 @@
 //! tensors, multi-file directories, plain files, the bundled real checkpoint,
 //! and every decode path (whole buffer, streaming at any piece size, random access).
 
-use brevis_decoder::{Archive, DecodeLimits, Event, StreamDecoder};
+use brevis_decoder::{decode_all, digest, Archive, DecodeLimits, DigestKind, Event, StreamDecoder};
+use brevis_encoder::CompressOptions;
 use brevis_format::archive::SegmentKind;
-use brevis_tests::{compress, round_trip, safetensors_file, tensor_bytes, Rng};
+use brevis_tests::{compress, compress_with, round_trip, safetensors_file, tensor_bytes, Rng};
 use safetensors::tensor::Dtype;
 use sha2::{Digest, Sha256};
 
@@ -130,8 +131,8 @@ fn streaming_decode_at_any_piece_size_gives_the_same_bytes() {
             while let Some(ev) = dec.next_event().unwrap() {
                 match ev {
                     Event::Data(d) => out.extend_from_slice(&d),
-                    Event::FileEnd { sha256, .. } => {
-                        assert_eq!(sha256, want);
+                    Event::FileEnd { digest, kind, .. } => {
+                        assert_eq!((digest, kind), (want, DigestKind::Sha256));
                         ends += 1;
                     }
                     _ => {}
@@ -143,6 +144,53 @@ fn streaming_decode_at_any_piece_size_gives_the_same_bytes() {
         dec.finish().unwrap();
         assert_eq!(ends, 1);
         assert!(out == data, "piece size {piece}");
+    }
+}
+
+/// An archive written with BLAKE3 digests says so in its header, and every reader
+/// (streaming, random access, whole archive) checks BLAKE3 digests; the header has
+/// no checksum, so flipping its flag must fail on the digest.
+#[test]
+fn blake3_archives_check_blake3_digests() {
+    let data = bundled();
+    let options = CompressOptions {
+        digest: DigestKind::Blake3,
+        ..CompressOptions::default()
+    };
+    let (archive, _) = compress_with(&[("a.safetensors", data)], &options);
+    let want = digest(DigestKind::Blake3, data);
+    assert_ne!(want, digest(DigestKind::Sha256, data));
+    assert_eq!(archive[10..12], [1, 0], "header flags");
+
+    let files = decode_all(&archive, &DecodeLimits::default()).unwrap();
+    assert!(files[0].data == data);
+    assert_eq!((files[0].digest, files[0].digest_kind), (want, DigestKind::Blake3));
+
+    let a = Archive::open(&archive, DecodeLimits::default()).unwrap();
+    let f = &a.files()[0];
+    assert_eq!((f.digest, f.digest_kind), (want, DigestKind::Blake3));
+    assert!(a.read_file(f).unwrap() == data);
+
+    let mut dec = StreamDecoder::new(DecodeLimits::default());
+    dec.push(&archive);
+    let mut ends = 0;
+    while let Some(ev) = dec.next_event().unwrap() {
+        if let Event::FileEnd { digest, kind, .. } = ev {
+            assert_eq!((digest, kind), (want, DigestKind::Blake3));
+            ends += 1;
+        }
+    }
+    dec.finish().unwrap();
+    assert_eq!(ends, 1);
+
+    // The same records under a SHA-256 header (and the reverse) fail on the digest.
+    for (bytes, flags) in [(archive.clone(), 0u8), (compress(&[("a.safetensors", data)]).0, 1)] {
+        let mut flipped = bytes;
+        flipped[10] = flags;
+        let e = decode_all(&flipped, &DecodeLimits::default()).unwrap_err();
+        assert!(e.to_string().contains("file"), "{e}");
+        let a = Archive::open(&flipped, DecodeLimits::default()).unwrap();
+        assert!(a.read_file(&a.files()[0]).is_err());
     }
 }
 

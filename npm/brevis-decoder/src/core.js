@@ -5,7 +5,7 @@
 // browsers, workers, bundlers and edge runtimes; node.js for Node) only tell
 // `init` where the .wasm file lives by default.
 
-import wasmInit, { ArchiveHandle, Sha256Hasher, StreamHandle } from '../wasm/brevis_decoder.js';
+import wasmInit, { ArchiveHandle, StreamHandle } from '../wasm/brevis_decoder.js';
 
 // ---------------------------------------------------------------- errors
 
@@ -199,7 +199,9 @@ function asBytes(chunk) {
  * - `{ type: 'segmentStart', path, name, dtype, shape, size }`, then
  *   `{ type: 'data', path, name, offset, bytes }` per decoded chunk, then
  *   `{ type: 'segmentEnd', path, name }`
- * - `{ type: 'fileEnd', path, size, sha256 }` the file is rebuilt and its SHA-256 matched
+ * - `{ type: 'fileEnd', path, size, digest, digestAlgorithm, sha256 }` the file is rebuilt and its
+ *   digest (hex; `digestAlgorithm` `'sha256'` or `'blake3'`, as the archive says) matched; `sha256`
+ *   is the digest when it is a SHA-256, else `null`
  * - `{ type: 'end' }` the archive is complete and verified
  *
  * Options: `maxOutputBytes` (a cap on all output, against decompression
@@ -335,7 +337,10 @@ export class BrevisDecoder {
         }
         case FILE_END: {
           this.filesDone += 1;
-          emit({ type: 'fileEnd', path: h.path(), size: this._file?.size, sha256: h.sha256() });
+          const digest = h.digest();
+          const digestAlgorithm = h.digestAlgorithm();
+          const sha256 = digestAlgorithm === 'sha256' ? digest : null;
+          emit({ type: 'fileEnd', path: h.path(), size: this._file?.size, digest, digestAlgorithm, sha256 });
           this._file = null;
           break;
         }
@@ -405,7 +410,7 @@ async function resolveSource(source) {
 // ---------------------------------------------------------------- whole archives
 
 /**
- * Decodes every file of an archive: resolves to `[{ path, size, sha256, bytes }]`,
+ * Decodes every file of an archive: resolves to `[{ path, size, digest, digestAlgorithm, sha256, bytes }]`,
  * each file's SHA-256 verified. `source` is anything `chunksOf` takes, or a
  * URL. Options: `maxOutputBytes`, `onProgress`.
  */
@@ -423,7 +428,7 @@ export async function decodeArchive(source, options = {}) {
       buf.length += e.bytes.length;
     } else if (e.type === 'fileEnd') {
       const bytes = current.buffer.done();
-      files.push({ path: e.path, size: bytes.length, sha256: e.sha256, bytes });
+      files.push({ path: e.path, size: bytes.length, digest: e.digest, digestAlgorithm: e.digestAlgorithm, sha256: e.sha256, bytes });
       current = null;
     }
   };
@@ -551,7 +556,7 @@ export class BrevisArchive {
 
   constructor(handle) {
     this._handle = handle;
-    /** `[{ path, size, sha256, segments: [{ name, dtype, shape, size, offset, chunks, stored }] }]` */
+    /** `[{ path, size, digest, digestAlgorithm, sha256, segments: [{ name, dtype, shape, size, offset, chunks, stored }] }]` */
     this.files = handle.files();
   }
 
@@ -575,7 +580,7 @@ export class BrevisArchive {
     }
   }
 
-  /** The file as a stream of decoded chunks; errors if its SHA-256 does not match. */
+  /** The file as a stream of decoded chunks; errors if its digest does not match. */
   stream(path) {
     const fi = this._index(path);
     const handle = this._handle;
@@ -587,7 +592,7 @@ export class BrevisArchive {
     // callers ask twice) holds no wasm memory.
     return new ReadableStream({
       pull(controller) {
-        hasher ??= new Sha256Hasher();
+        hasher ??= handle.file_hasher(fi);
         try {
           while (s < segments.length && c >= segments[s].chunks) {
             s += 1;

@@ -71,12 +71,18 @@ export function typedArrayFor(dtype: DType | string, bytes: Uint8Array): TensorD
 export interface DecodedFile {
   path: string;
   size: number;
-  /** Hex SHA-256, verified. */
-  sha256: string;
+  /** Hex digest, verified: SHA-256 or BLAKE3, as `digestAlgorithm` says (the archive's choice). */
+  digest: string;
+  digestAlgorithm: DigestAlgorithm;
+  /** `digest` when it is a SHA-256 (what model hubs publish), else `null`. */
+  sha256: string | null;
   bytes: Uint8Array;
 }
 
-/** Decodes every file of an archive, each verified by SHA-256. */
+/** Hash of an archive's file digests (`brevis compress --digest`). */
+export type DigestAlgorithm = 'sha256' | 'blake3';
+
+/** Decodes every file of an archive, each verified by its digest. */
 export function decodeArchive(source: ArchiveSource, options?: DecodeOptions): Promise<DecodedFile[]>;
 
 export interface Tensor {
@@ -107,7 +113,7 @@ export type BrevisEvent =
   | { type: 'segmentStart'; path: string; name: string; dtype: DType | null; shape: number[] | null; size: number }
   | { type: 'data'; path: string; name: string; offset: number; bytes: Uint8Array }
   | { type: 'segmentEnd'; path: string; name: string }
-  | { type: 'fileEnd'; path: string; size: number; sha256: string }
+  | { type: 'fileEnd'; path: string; size: number; digest: string; digestAlgorithm: DigestAlgorithm; sha256: string | null }
   | { type: 'end' };
 
 export interface DecoderOptions extends DecodeOptions {
@@ -147,7 +153,9 @@ export interface SegmentInfo {
 export interface FileInfo {
   path: string;
   size: number;
-  sha256: string;
+  digest: string;
+  digestAlgorithm: DigestAlgorithm;
+  sha256: string | null;
   segments: SegmentInfo[];
 }
 

@@ -3,6 +3,7 @@
 use std::path::PathBuf;
 
 use anyhow::{bail, Context, Result};
+use brevis_decoder::DigestKind;
 use brevis_encoder::atomic::AtomicFile;
 use brevis_encoder::synth::{AStarSearch, CandidateSearch, Prior, Synthesizer};
 use brevis_encoder::{compress_files_with_base, CompressOptions};
@@ -37,11 +38,17 @@ pub struct Args {
     #[arg(long)]
     no_ctx: bool,
     /// Favour decode speed over size: no context-coded literals (`Lit.ctx`,
-    /// `Lit.nbr`), and a slower-decoding literal encoding only where it is 3%
-    /// smaller (what it costs and buys per file: `bench/decode.sh`, in
-    /// `bench/RESULTS.md`).
+    /// `Lit.nbr`), a slower-decoding literal encoding only where it is 3%
+    /// smaller, and BLAKE3 file digests unless `--digest` says otherwise (what it
+    /// costs and buys per file: `bench/decode.sh`, in `bench/RESULTS.md`).
     #[arg(long)]
     fast_decode: bool,
+    /// The hash of each file's digest in the archive: `sha256` (what model hubs
+    /// publish, so the archive proves it rebuilds that file) or `blake3` (verified
+    /// several times faster: `cargo bench -p brevis-decoder --bench digests`).
+    /// Default: `sha256`, or `blake3` with `--fast-decode`.
+    #[arg(long, value_enum)]
+    digest: Option<DigestArg>,
     /// Write a JSON report of the search: per tensor its programs, bytes,
     /// candidates compared (menu) or productions expanded (astar) and search time; per run how often each operator
     /// and literal encoding was used, and the fallback rates.
@@ -56,6 +63,15 @@ pub struct Args {
     /// default each is stored once and copied).
     #[arg(long)]
     no_dedup: bool,
+}
+
+/// The hashes `--digest` names.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum DigestArg {
+    /// SHA-256.
+    Sha256,
+    /// BLAKE3.
+    Blake3,
 }
 
 /// Which synthesizer `--search` names.
@@ -134,8 +150,13 @@ pub fn run(args: Args, quiet: bool) -> Result<()> {
     let recorder = crate::report::Recorder::new(&*synth);
     let search: &dyn Synthesizer = if args.report.is_some() { &recorder } else { &*synth };
     let started = std::time::Instant::now();
+    let digest = match (args.digest, args.fast_decode) {
+        (Some(DigestArg::Sha256), _) | (None, false) => DigestKind::Sha256,
+        (Some(DigestArg::Blake3), _) | (None, true) => DigestKind::Blake3,
+    };
     let opts = CompressOptions {
         dedup: !args.no_dedup,
+        digest,
         ..CompressOptions::default()
     };
     let (out, len, reports) = compress_files_with_base(out, &files, base.as_ref(), search, &opts, &|n| pb.inc(n))?;

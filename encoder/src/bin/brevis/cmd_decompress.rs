@@ -7,7 +7,9 @@ use std::path::{Path, PathBuf};
 use anyhow::{Context, Result};
 use brevis_decoder::format::program::Limits;
 use brevis_decoder::format::FormatError;
-use brevis_decoder::{decode_chunk, Archive, DecodeLimits, Event, FileHasher, PendingChunk, Piece, StreamDecoder};
+use brevis_decoder::{
+    decode_chunk, Archive, DecodeLimits, DigestKind, Digester, Event, FileHasher, PendingChunk, Piece, StreamDecoder,
+};
 use brevis_encoder::atomic::AtomicFile;
 use brevis_encoder::BaseTensors;
 
@@ -92,34 +94,35 @@ const HASH_QUEUE: usize = 2;
 
 /// What the hashing thread gets.
 enum HashMsg {
+    Start(DigestKind),
     Data(Piece),
     Finish,
 }
 
-/// A [`FileHasher`] that computes SHA-256 on a thread of its own, so that with
-/// several threads hashing (SHA-256 runs at about 1.5 GB/s, a good part of a
-/// decode's time) overlaps decoding instead of following each batch of chunks.
+/// A [`FileHasher`] that computes each file's digest on a thread of its own, so
+/// that with several threads hashing (SHA-256 runs at about 2 GB/s, a good part
+/// of a decode's time) overlaps decoding instead of following each batch of chunks.
 /// The thread shares each piece with its event ([`Piece`]): nothing is copied.
-struct ThreadedSha256 {
+struct ThreadedHasher {
     tx: Option<std::sync::mpsc::SyncSender<HashMsg>>,
     digests: std::sync::mpsc::Receiver<[u8; 32]>,
     thread: Option<std::thread::JoinHandle<()>>,
 }
 
-impl ThreadedSha256 {
+impl ThreadedHasher {
     fn new() -> Result<Self> {
-        use sha2::{Digest, Sha256};
         let (tx, rx) = std::sync::mpsc::sync_channel::<HashMsg>(HASH_QUEUE);
         let (dtx, digests) = std::sync::mpsc::channel();
         let thread = std::thread::Builder::new()
-            .name("sha256".into())
+            .name("file-digest".into())
             .spawn(move || {
-                let mut h = Sha256::new();
+                let mut h = Digester::new(DigestKind::Sha256);
                 for msg in rx {
                     match msg {
+                        HashMsg::Start(kind) => h = Digester::new(kind),
                         HashMsg::Data(d) => h.update(&d),
                         HashMsg::Finish => {
-                            if dtx.send(h.finalize_reset().into()).is_err() {
+                            if dtx.send(h.finish()).is_err() {
                                 return;
                             }
                         }
@@ -127,7 +130,7 @@ impl ThreadedSha256 {
                 }
             })
             .context("cannot start the hashing thread")?;
-        Ok(ThreadedSha256 {
+        Ok(ThreadedHasher {
             tx: Some(tx),
             digests,
             thread: Some(thread),
@@ -143,7 +146,11 @@ impl ThreadedSha256 {
     }
 }
 
-impl FileHasher for ThreadedSha256 {
+impl FileHasher for ThreadedHasher {
+    fn start(&mut self, kind: DigestKind) {
+        self.send(HashMsg::Start(kind));
+    }
+
     fn update(&mut self, data: &Piece) {
         // Shared, not copied: the thread lets go of it once hashed.
         self.send(HashMsg::Data(data.clone()));
@@ -151,13 +158,13 @@ impl FileHasher for ThreadedSha256 {
 
     fn finish(&mut self) -> [u8; 32] {
         self.send(HashMsg::Finish);
-        // All zeros only if the thread died: never a file's real SHA-256 in practice,
+        // All zeros only if the thread died: never a file's real digest in practice,
         // and the decoder reports the mismatch.
         self.digests.recv().unwrap_or([0; 32])
     }
 }
 
-impl Drop for ThreadedSha256 {
+impl Drop for ThreadedHasher {
     fn drop(&mut self) {
         // Closing the queue ends the thread.
         self.tx = None;
@@ -173,7 +180,7 @@ impl Drop for ThreadedSha256 {
 /// With more than one thread (`--threads`, default all cores) chunk records
 /// start decoding on rayon's pool as soon as they are buffered (at most
 /// `AHEAD_PER_THREAD` declared bytes per thread pending), and files are hashed
-/// on a thread of their own ([`ThreadedSha256`]); memory stays bounded by the
+/// on a thread of their own ([`ThreadedHasher`]); memory stays bounded by the
 /// read window (`WINDOW_PER_THREAD` per thread) plus the pending chunks, and
 /// the events, their order and every check are those of the one-thread decoder.
 fn stream_archive(
@@ -193,7 +200,7 @@ fn stream_archive(
     let threads = rayon::current_num_threads();
     // One thread: nothing is started ahead, and the decoder always waits.
     let ahead = if threads > 1 {
-        dec.set_file_hasher(Box::new(ThreadedSha256::new()?));
+        dec.set_file_hasher(Box::new(ThreadedHasher::new()?));
         Ahead {
             chunks: threads * CHUNKS_PER_THREAD,
             bytes: threads * AHEAD_PER_THREAD,

@@ -33,7 +33,7 @@ pub fn run() -> Result<()> {
     let decompress_s = t.elapsed().as_secs_f64();
     ensure!(decoded.len() == 1 && decoded[0].data == BUNDLED, "round trip differs");
     let want: [u8; 32] = Sha256::digest(BUNDLED).into();
-    ensure!(decoded[0].sha256 == want, "SHA-256 differs");
+    ensure!(decoded[0].digest == want, "SHA-256 differs");
     println!("sha256 {}  round trip: bit-exact", hex(&want));
     println!("compress {compress_s:.3}s, decompress {decompress_s:.3}s\n");
 

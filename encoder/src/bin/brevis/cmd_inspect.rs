@@ -43,6 +43,8 @@ fn print(args: Args) -> Result<()> {
     let mut by_dtype: BTreeMap<String, (u64, u64, u64)> = BTreeMap::new();
     for file in archive.files() {
         writeln!(out, "{} ({})", file.path, human(file.size))?;
+        let digest: String = file.digest.iter().map(|b| format!("{b:02x}")).collect();
+        writeln!(out, "  {} {digest}", file.digest_kind.name())?;
         writeln!(
             out,
             "  {:<44} {:>8} {:>16} {:>11} {:>11} {:>8}  program",

@@ -1,0 +1,41 @@
+//! Throughput of the two file digests every decoder computes over its whole output
+//! (`cargo bench -p brevis-decoder --bench digests`): SHA-256 (the default, what model
+//! hubs publish) and BLAKE3 (`brevis compress --digest blake3`, implied by
+//! `--fast-decode`). 16 MiB fed in 4 MiB pieces, as the decoder feeds its chunks.
+
+use brevis_decoder::{DigestKind, Digester};
+use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
+
+const LEN: usize = 16 << 20;
+const PIECE: usize = 4 << 20;
+
+fn digests(c: &mut Criterion) {
+    // Pseudo-random bytes: the hashes' speed does not depend on the data.
+    let mut s = 0x9E37_79B9_7F4A_7C15u64;
+    let data: Vec<u8> = (0..LEN)
+        .map(|_| {
+            s ^= s << 13;
+            s ^= s >> 7;
+            s ^= s << 17;
+            s as u8
+        })
+        .collect();
+    let mut g = c.benchmark_group("digest");
+    g.throughput(Throughput::Bytes(LEN as u64));
+    g.sample_size(20);
+    for kind in [DigestKind::Sha256, DigestKind::Blake3] {
+        g.bench_function(BenchmarkId::from_parameter(kind.name()), |b| {
+            b.iter(|| {
+                let mut d = Digester::new(kind);
+                for piece in data.chunks(PIECE) {
+                    d.update(piece);
+                }
+                d.finish()
+            })
+        });
+    }
+    g.finish();
+}
+
+criterion_group!(benches, digests);
+criterion_main!(benches);
