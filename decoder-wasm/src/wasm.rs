@@ -447,29 +447,6 @@ pub struct FileDigester {
     inner: Digester,
 }
 
-#[wasm_bindgen]
-impl FileDigester {
-    /// A fresh hasher of `algorithm` (`sha256` or `blake3`).
-    #[wasm_bindgen(constructor)]
-    pub fn new(algorithm: &str) -> Result<FileDigester, JsValue> {
-        let kind = DigestKind::from_name(algorithm)
-            .ok_or_else(|| JsValue::from(js_sys::Error::new("unknown digest algorithm")))?;
-        Ok(FileDigester {
-            inner: Digester::new(kind),
-        })
-    }
-
-    /// Adds bytes.
-    pub fn update(&mut self, bytes: &[u8]) {
-        self.inner.update(bytes);
-    }
-
-    /// The digest in hex; the hasher starts over.
-    pub fn finish_hex(&mut self) -> String {
-        hex(&self.inner.finish())
-    }
-}
-
 /// Sets a file object's `digest` (hex), `digestAlgorithm` and `sha256` (the
 /// digest when it is a SHA-256, `null` otherwise: what a model hub publishes).
 fn set_digest(obj: &Object, kind: DigestKind, digest: &[u8; 32]) {

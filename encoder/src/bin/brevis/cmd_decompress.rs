@@ -337,7 +337,7 @@ pub fn run(args: Args, quiet: bool) -> Result<()> {
                 }
             }
             Event::FileEnd { .. } => {
-                // The decoder verified the SHA-256 before reporting the end: only
+                // The decoder verified the digest before reporting the end: only
                 // then does the file appear under its name.
                 if let Some(f) = current.take() {
                     let p = f.path().to_path_buf();
