@@ -16,7 +16,7 @@ the brevis runs of one file take turns round by round, so the 2-thread ÷ 1-thre
 compares runs made at the same time):
 
 - ``brevis verify ARCHIVE --threads N``: decodes every chunk, checks every chunk
-  checksum and the file's SHA-256, writes nothing (N = 1 and 2);
+  checksum and the file's digest (SHA-256, BLAKE3 for ``--fast-decode``), writes nothing (N = 1 and 2);
 - ``zstd -d -c FILE.zst > /dev/null`` for the -3 and -19 frames (zstd checks its own
   content checksum); zstd decompression is single threaded;
 - ZipNN 0.5.4 ``decompress()`` of the whole file compressed as one stream of the
@@ -227,7 +227,7 @@ def render(results: dict) -> str:
         f"- Command: `{results['command']}`",
         f"- Date: {results['date']}; brevis git {results['git']}; {results['zstd']}; {results['machine']}",
         f"- Best of {results['runs']} wall-clock runs after a warm-up, input in the page cache; MB/s of original",
-        "  data. brevis = `brevis verify --threads N` (decodes, checks chunk checksums and SHA-256, writes",
+        "  data. brevis = `brevis verify --threads N` (decodes, checks chunk checksums and file digests, writes",
         "  nothing); zstd = `zstd -d -c > /dev/null`; ZipNN 0.5.4 = in-memory `decompress()`, `threads=1`, whole",
         "  file as one stream of its float dtype. The `→ file` columns write the rebuilt file. The machine is",
         "  shared (other builds run at the same time): single runs vary by ±30%, hence best-of. The brevis",
@@ -252,8 +252,8 @@ def render(results: dict) -> str:
     lines += [
         "",
         "The speed/size knob: the same files compressed with `brevis compress --fast-decode` (no",
-        "context-coded literals; a slower-decoding literal encoding only where it is 3% smaller), decoded",
-        "the same way (`brevis verify`, best of the same runs).",
+        "context-coded literals; a slower-decoding literal encoding only where it is 3% smaller; BLAKE3",
+        "file digests instead of SHA-256), decoded the same way (`brevis verify`, best of the same runs).",
         "",
         "| file | default archive B | `--fast-decode` archive B | size | fast 1 thread | fast ÷ default 1 thread |"
         " fast 2 threads | fast 2 threads ÷ 1 | fast ÷ ZipNN | fast ÷ zstd -3 |",

@@ -35,7 +35,7 @@ rev=$(cd "$ROOT" && git rev-parse --short HEAD)
   echo "# Decode throughput: wasm (Node) vs native"
   echo
   echo "Made by \`bench/wasm/run.sh\` at $rev on $(date -u +%Y-%m-%d) (2-core machine, other work may run alongside)."
-  echo "Native rows are whole processes (\`brevis verify --threads N\`: read, decode, every checksum and SHA-256;"
+  echo "Native rows are whole processes (\`brevis verify --threads N\`: read, decode, every checksum and file digest;"
   echo "\`zstd -d -c > /dev/null\`); wasm rows are the calls alone on bytes in memory: the raw binding \`decode_all\`,"
   echo "the \`BrevisDecompressionStream\` fed 64 KiB pieces, \`decodeArchive\`, and zstddec's \`decode\` of the zstd -19 file."
   echo
