@@ -59,7 +59,7 @@ impl DecodeError {
             FormatError::Truncated { .. } => ErrorKind::InsufficientData,
             FormatError::LimitExceeded { .. } => ErrorKind::Limit,
             FormatError::UnknownTag {
-                what: "archive version" | "archive flags" | "segment kind",
+                what: "archive version" | "archive flags" | "segment kind" | "literal encoding",
                 ..
             } => ErrorKind::Compatibility,
             FormatError::BaseMissing { .. } | FormatError::BaseMismatch { .. } => ErrorKind::Base,

@@ -59,6 +59,7 @@ fn decode(c: &mut Criterion) {
             LitEncoding::Raw,
             LitEncoding::BitPacked,
             LitEncoding::Huffman,
+            LitEncoding::Huffman8,
             LitEncoding::Rans,
             LitEncoding::Ctx,
         ] {

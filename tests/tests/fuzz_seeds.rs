@@ -15,7 +15,7 @@ use std::collections::BTreeSet;
 use std::fs;
 use std::path::{Path, PathBuf};
 
-use brevis_decoder::{decode_all, Archive, DecodeLimits};
+use brevis_decoder::{decode_all, Archive, DecodeLimits, DigestKind};
 use brevis_encoder::synth::lit::lit;
 use brevis_encoder::synth::CandidateSearch;
 use brevis_encoder::{compress_files, CompressOptions, InputFile};
@@ -112,6 +112,10 @@ fn mixed_files() -> Vec<(String, Vec<u8>)> {
 }
 
 fn compress_with(files: &[(String, Vec<u8>)], chunk_bytes: usize) -> Vec<u8> {
+    compress_digest(files, chunk_bytes, DigestKind::Sha256)
+}
+
+fn compress_digest(files: &[(String, Vec<u8>)], chunk_bytes: usize, digest: DigestKind) -> Vec<u8> {
     let inputs: Vec<InputFile<'_>> = files
         .iter()
         .map(|(p, d)| InputFile {
@@ -121,6 +125,7 @@ fn compress_with(files: &[(String, Vec<u8>)], chunk_bytes: usize) -> Vec<u8> {
         .collect();
     let opts = CompressOptions {
         chunk_bytes,
+        digest,
         ..CompressOptions::default()
     };
     let (archive, _, _) = compress_files(Vec::new(), &inputs, &CandidateSearch::default(), &opts, &|_| {}).unwrap();
@@ -234,6 +239,7 @@ fn seed_archives() -> Vec<(&'static str, Vec<u8>)> {
         ("silero-cut.brv", compress_with(&silero, 4 << 20)),
         ("silero-cut-small-chunks.brv", compress_with(&silero, 512)),
         ("mixed.brv", compress_with(&mixed, 4 << 20)),
+        ("mixed-blake3.brv", compress_digest(&mixed, 4 << 20, DigestKind::Blake3)),
         ("handmade-every-operator.brv", handmade_archive()),
         ("mixed-small-chunks.brv", compress_with(&mixed[1..], 256)),
         ("one-empty-file.brv", compress_with(&mixed[3..], 4 << 20)),

@@ -194,6 +194,41 @@ fn blake3_archives_check_blake3_digests() {
     }
 }
 
+/// `--fast-decode`'s search on a large BF16 tensor: whole words in eight-stream
+/// Huffman literals (`huffman8`), which every decode path rebuilds.
+#[test]
+fn fast_decode_archives_use_eight_stream_huffman_and_round_trip() {
+    use brevis_encoder::synth::CandidateSearch;
+    use brevis_encoder::{compress_files, InputFile};
+    use brevis_format::program::{parse, Limits, Node};
+    use brevis_format::wire::LitEncoding;
+
+    let n = 1 << 18;
+    let file = safetensors_file(&[("w", Dtype::BF16, vec![n], tensor_bytes(Dtype::BF16, n, 3))]);
+    let inputs = [InputFile {
+        archive_path: "w.safetensors".into(),
+        data: &file,
+    }];
+    let search = CandidateSearch::default().fast_decode();
+    let (archive, _, _) = compress_files(Vec::new(), &inputs, &search, &CompressOptions::default(), &|_| {}).unwrap();
+    fn has_huffman8(n: &Node) -> bool {
+        matches!(
+            n,
+            Node::Lit {
+                encoding: LitEncoding::Huffman8,
+                ..
+            }
+        ) || n.children().iter().any(has_huffman8)
+    }
+    let a = Archive::open(&archive, DecodeLimits::default()).unwrap();
+    let (_, seg) = a.find_segment("w").unwrap();
+    let chunk = brevis_format::archive::ChunkRecord::parse(a.chunk_body(&seg.chunks[0]).unwrap()).unwrap();
+    let program = parse(chunk.program, &Limits::default()).unwrap();
+    assert!(has_huffman8(&program), "{program}");
+    assert!(decode_all(&archive, &DecodeLimits::default()).unwrap()[0].data == file);
+    assert!(a.read_file(&a.files()[0]).unwrap() == file);
+}
+
 #[test]
 fn identical_inputs_give_identical_archives() {
     let data = bundled();

@@ -152,15 +152,23 @@ pub const DECODE_SLACK_PPM: u64 = 5_000;
 pub const FAST_DECODE_SLACK_PPM: u64 = 30_000;
 
 /// Literal encodings from fastest to slowest to decode (`nbr` decodes one word
-/// at a time, each step waiting on the word before it).
-const BY_DECODE_SPEED: [LitEncoding; 6] = [
+/// at a time, each step waiting on the word before it). Eight Huffman streams
+/// decode faster than four (16-bit words 887 against 726 Melem/s, 8-bit 1,520
+/// against 1,303: `cargo bench -p brevis-format --bench coders -- decode/huffman`)
+/// for a few bytes more, so they are kept wherever those bytes are within the slack.
+const BY_DECODE_SPEED: [LitEncoding; 7] = [
     LitEncoding::Raw,
     LitEncoding::BitPacked,
+    LitEncoding::Huffman8,
     LitEncoding::Huffman,
     LitEncoding::Rans,
     LitEncoding::Zstd,
     LitEncoding::Nbr,
 ];
+
+/// Shortest stream `huffman8` is tried on: below it, its few extra bytes are
+/// rarely within the slack, and its trial would cost an encoding pass.
+const HUFFMAN8_MIN_WORDS: usize = 4096;
 
 /// Shortest stream the neighbour-context coder is tried on: below it the
 /// per-context tables cost more than the context saves.
@@ -207,7 +215,13 @@ pub fn best_lit_below(s: &Stream, policy: &LitPolicy, bound: usize) -> Node {
         }
         built.push(node);
     };
-    for enc in [LitEncoding::Huffman, LitEncoding::Rans] {
+    // Eight Huffman streams cost up to 8 bytes more than four: only worth a trial
+    // where that is within the slack of a stream this long.
+    let huffman8 = n >= HUFFMAN8_MIN_WORDS;
+    for enc in [LitEncoding::Huffman, LitEncoding::Huffman8, LitEncoding::Rans] {
+        if enc == LitEncoding::Huffman8 && !huffman8 {
+            continue;
+        }
         if let Some(node) = lit(s, enc, 0) {
             keep(node, &mut sizes, &mut built);
         }

@@ -14,6 +14,7 @@
 //! | 4 | [`zstd`] | 1..=64 | a zstd frame of the `raw` payload |
 //! | 5 | [`ctx`] | 2..=16 | `[u8] k`, tables for the top `k` bits and for the rest given them, then interleaved rANS states |
 //! | 6 | [`nbr`] | 2..=8 | centre, weights and thresholds, one table per neighbour context, then interleaved rANS states |
+//! | 7 | [`huffman`] (`huffman8`) | 1..=16 | as `huffman`, in eight bit streams instead of four |
 
 use alloc::vec::Vec;
 
@@ -54,11 +55,14 @@ pub enum LitEncoding {
     /// Neighbour-context coded: each word with the table picked by the distance of
     /// the previous words from a centre (see [`nbr`]); 2- to 8-bit words.
     Nbr = 6,
+    /// Canonical Huffman code in eight interleaved bit streams (see [`huffman`]):
+    /// faster to decode than four where the code is long.
+    Huffman8 = 7,
 }
 
 impl LitEncoding {
     /// All encodings, in tag order.
-    pub const ALL: [LitEncoding; 7] = [
+    pub const ALL: [LitEncoding; 8] = [
         LitEncoding::Raw,
         LitEncoding::BitPacked,
         LitEncoding::Huffman,
@@ -66,6 +70,7 @@ impl LitEncoding {
         LitEncoding::Zstd,
         LitEncoding::Ctx,
         LitEncoding::Nbr,
+        LitEncoding::Huffman8,
     ];
 
     /// The encoding with wire tag `tag`.
@@ -86,13 +91,14 @@ impl LitEncoding {
             LitEncoding::Zstd => "zstd",
             LitEncoding::Ctx => "ctx",
             LitEncoding::Nbr => "nbr",
+            LitEncoding::Huffman8 => "huffman8",
         }
     }
 
     /// Whether this encoding can store words of `width` bits.
     pub fn supports_width(self, width: u8) -> bool {
         match self {
-            LitEncoding::Huffman | LitEncoding::Rans => width <= MAX_ENTROPY_WIDTH,
+            LitEncoding::Huffman | LitEncoding::Huffman8 | LitEncoding::Rans => width <= MAX_ENTROPY_WIDTH,
             LitEncoding::Ctx => (2..=MAX_ENTROPY_WIDTH).contains(&width),
             LitEncoding::Nbr => (2..=8).contains(&width),
             _ => true,
@@ -119,20 +125,30 @@ pub fn decode(encoding: LitEncoding, width: u8, count: usize, payload: &[u8]) ->
     let mut words = s.into_words();
     match encoding {
         LitEncoding::Raw => crate::with_words_mut!(&mut words, w => raw::decode(payload, width, w)?),
-        LitEncoding::BitPacked => crate::with_words_mut!(&mut words, w => bitpack::decode(payload, width, w)?),
+        LitEncoding::BitPacked => match &mut words {
+            Words::U8(w) => narrow(w, |w| bitpack::decode(payload, width, w))?,
+            Words::U16(w) => bitpack::decode(payload, width, w)?,
+            Words::U32(w) => bitpack::decode(payload, width, w)?,
+            Words::U64(w) => bitpack::decode(payload, width, w)?,
+        },
         LitEncoding::Zstd => crate::with_words_mut!(&mut words, w => zstd::decode(payload, width, w)?),
         LitEncoding::Huffman => match &mut words {
-            Words::U8(w) => huffman::decode(payload, width, w)?,
+            Words::U8(w) => narrow(w, |w| huffman::decode(payload, width, w))?,
             Words::U16(w) => huffman::decode(payload, width, w)?,
             _ => unreachable_width()?,
         },
+        LitEncoding::Huffman8 => match &mut words {
+            Words::U8(w) => narrow(w, |w| huffman::decode8(payload, width, w))?,
+            Words::U16(w) => huffman::decode8(payload, width, w)?,
+            _ => unreachable_width()?,
+        },
         LitEncoding::Rans => match &mut words {
-            Words::U8(w) => rans::decode(payload, width, w)?,
+            Words::U8(w) => narrow(w, |w| rans::decode(payload, width, w))?,
             Words::U16(w) => rans::decode(payload, width, w)?,
             _ => unreachable_width()?,
         },
         LitEncoding::Ctx => match &mut words {
-            Words::U8(w) => ctx::decode(payload, width, w)?,
+            Words::U8(w) => narrow(w, |w| ctx::decode(payload, width, w))?,
             Words::U16(w) => ctx::decode(payload, width, w)?,
             _ => unreachable_width()?,
         },
@@ -143,6 +159,26 @@ pub fn decode(encoding: LitEncoding, width: u8, count: usize, payload: &[u8]) ->
     }
     s = Stream::new(width, words)?;
     Ok(s)
+}
+
+/// Runs a coder's decoder on 8-bit words. Natively, directly (one instance of the
+/// coder per word type); in WebAssembly through a 16-bit buffer, so the module
+/// holds one instance of each entropy decoder (a smaller module, for a copy).
+#[cfg(not(target_arch = "wasm32"))]
+#[inline(always)]
+fn narrow<F: FnOnce(&mut [u8]) -> Result<()>>(out: &mut [u8], decode: F) -> Result<()> {
+    decode(out)
+}
+
+/// See the native `narrow`. Words of at most 8 bits: the narrowing loses nothing.
+#[cfg(target_arch = "wasm32")]
+fn narrow<F: FnOnce(&mut [u16]) -> Result<()>>(out: &mut [u8], decode: F) -> Result<()> {
+    let mut wide = alloc::vec![0u16; out.len()];
+    decode(&mut wide)?;
+    for (o, &w) in out.iter_mut().zip(&wide) {
+        *o = w as u8;
+    }
+    Ok(())
 }
 
 fn unreachable_width() -> Result<()> {
@@ -166,6 +202,11 @@ pub fn encode(encoding: LitEncoding, stream: &Stream) -> Option<Vec<u8>> {
         LitEncoding::Huffman => match stream.words() {
             Words::U8(w) => huffman::encode(w, width),
             Words::U16(w) => huffman::encode(w, width),
+            _ => None,
+        },
+        LitEncoding::Huffman8 => match stream.words() {
+            Words::U8(w) => huffman::encode8(w, width),
+            Words::U16(w) => huffman::encode8(w, width),
             _ => None,
         },
         LitEncoding::Rans => match stream.words() {
