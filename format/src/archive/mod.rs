@@ -167,15 +167,8 @@ pub fn put_record(out: &mut Vec<u8>, kind: RecordKind, body: &[u8]) {
     out.push(kind as u8);
     out.extend_from_slice(&(body.len() as u32).to_le_bytes());
     out.extend_from_slice(body);
-    let sum = record_checksum(&out[start..start + 5], body);
+    let sum = xxh3_64(&out[start..]);
     out.extend_from_slice(&sum.to_le_bytes());
-}
-
-fn record_checksum(head: &[u8], body: &[u8]) -> u64 {
-    let mut h = xxhash_rust::xxh3::Xxh3Default::new();
-    h.update(head);
-    h.update(body);
-    h.digest()
 }
 
 /// A record's framing, read from its first five bytes.
@@ -217,7 +210,8 @@ pub fn open_record(b: &[u8]) -> Result<(RecordHead, &[u8])> {
         .ok_or(FormatError::Truncated { what: "record" })?;
     let body = &b[5..5 + head.body_len as usize];
     let stored = u64::from_le_bytes(b[5 + head.body_len as usize..].try_into().unwrap_or([0; 8]));
-    let computed = record_checksum(&b[..5], body);
+    // Over the kind, the length and the body, which lie side by side.
+    let computed = xxh3_64(&b[..5 + head.body_len as usize]);
     if stored != computed {
         return Err(FormatError::Checksum {
             what: "record",

@@ -11,8 +11,8 @@
 //! entries, so it does one lookup per word; `L` independent bit streams let it overlap
 //! `L` lookups. Natively the table has 2^11, 2^13 or 2^16 entries, a constant of
 //! each instance of the decode loop, so the lookups carry no bounds checks and the
-//! loop is unrolled by `L`; in WebAssembly one instance of the loop serves every table
-//! size and lane count (indices masked instead), which keeps the module small. With
+//! loop is unrolled by `L`; in WebAssembly one instance per lane count serves every
+//! table size (indices masked instead), which keeps the module small. With
 //! 16-bit words the table (256 KiB) lives in L2 and each lookup waits on the one
 //! before in its stream: eight streams decode BF16 words about 20% faster than four
 //! (`cargo bench -p brevis-format --bench coders -- decode/huffman`) for `4 x 2`
@@ -220,7 +220,7 @@ fn decode_streams<W: Word, E: Entry>(
     let mut r = ByteReader::new(rest);
     let mut streams = [(0usize, 0usize); LANES8];
     let streams = streams.get_mut(..n).ok_or(FormatError::Corrupt { what: WHAT })?;
-    for st in streams[..n - 1].iter_mut() {
+    for st in streams[..n.saturating_sub(1)].iter_mut() {
         st.1 = r.varint_usize("huffman stream size", rest.len() as u64)?;
     }
     for (k, st) in streams.iter_mut().enumerate() {
@@ -244,19 +244,21 @@ fn decode_streams<W: Word, E: Entry>(
         (13, _) => run::<W, E, LANES8, _>(rest, &Fixed::<E, { 1 << 13 }>::new(&table)?, lanes, out),
         _ => run::<W, E, LANES8, _>(rest, &Fixed::<E, { 1 << 16 }>::new(&table)?, lanes, out),
     }
-    // In WebAssembly one loop serves every table size and lane count (a smaller
+    // In WebAssembly one loop per lane count serves every table size (a smaller
     // module).
     #[cfg(target_arch = "wasm32")]
-    run_lanes::<W, E, _>(
-        rest,
-        &Masked {
+    {
+        let table = Masked {
             table: &table,
             mask: table.len() - 1,
             shift: 64 - bits,
-        },
-        lanes,
-        out,
-    );
+        };
+        if n == LANES {
+            run::<W, E, LANES, _>(rest, &table, lanes, out);
+        } else {
+            run::<W, E, LANES8, _>(rest, &table, lanes, out);
+        }
+    }
 
     for (l, &(start, end)) in lanes.iter().zip(streams.iter()) {
         l.check_end(&rest[start..end], start)?;
@@ -339,8 +341,7 @@ impl<E: Entry> Lookup<E> for Masked<'_, E> {
 }
 
 /// [`run_lanes`] with `L` lanes (`lanes.len()`), a constant the decode loop is
-/// unrolled by.
-#[cfg(not(target_arch = "wasm32"))]
+/// unrolled by (and the lanes' state kept in registers or locals).
 fn run<W: Word, E: Entry, const L: usize, T: Lookup<E>>(payload: &[u8], table: &T, lanes: &mut [Lane], out: &mut [W]) {
     match <&mut [Lane; L]>::try_from(&mut *lanes) {
         Ok(fixed) => run_lanes::<W, E, T>(payload, table, fixed, out),
@@ -350,10 +351,8 @@ fn run<W: Word, E: Entry, const L: usize, T: Lookup<E>>(payload: &[u8], table: &
 }
 
 /// Decodes `out` from `lanes` (round-robin) with `table`, leaving the lanes as
-/// they end. Natively inlined into [`run`], where the lane count is a constant;
-/// in WebAssembly one instance per word and entry type, whatever the lane count.
-#[cfg_attr(not(target_arch = "wasm32"), inline(always))]
-#[cfg_attr(target_arch = "wasm32", inline(never))]
+/// they end. Inlined into [`run`], where the lane count is a constant.
+#[inline(always)]
 fn run_lanes<W: Word, E: Entry, T: Lookup<E>>(payload: &[u8], table: &T, lanes: &mut [Lane], out: &mut [W]) {
     let l_count = lanes.len();
     // Fast path: every lane has 8 bytes to load at its position. A lane may read the
