@@ -215,13 +215,7 @@ pub fn best_lit_below(s: &Stream, policy: &LitPolicy, bound: usize) -> Node {
         }
         built.push(node);
     };
-    // Eight Huffman streams cost up to 8 bytes more than four: only worth a trial
-    // where that is within the slack of a stream this long.
-    let huffman8 = n >= HUFFMAN8_MIN_WORDS;
-    for enc in [LitEncoding::Huffman, LitEncoding::Huffman8, LitEncoding::Rans] {
-        if enc == LitEncoding::Huffman8 && !huffman8 {
-            continue;
-        }
+    for enc in [LitEncoding::Huffman, LitEncoding::Rans] {
         if let Some(node) = lit(s, enc, 0) {
             keep(node, &mut sizes, &mut built);
         }
@@ -255,7 +249,17 @@ pub fn best_lit_below(s: &Stream, policy: &LitPolicy, bound: usize) -> Node {
             }
         }
     }
-    let enc = pick(&sizes, policy.decode_slack_ppm).expect("raw always applies");
+    let mut enc = pick(&sizes, policy.decode_slack_ppm).expect("raw always applies");
+    // Eight Huffman streams hold the same codes as four plus a few bytes, so `pick`
+    // can only keep them where it keeps four: they are tried then, which saves their
+    // encoding pass everywhere else. (Trying them always could also shift `pick`'s
+    // walk among the other encodings in rare near-ties; this leaves it as it was.)
+    if enc == LitEncoding::Huffman && n >= HUFFMAN8_MIN_WORDS {
+        if let Some(node) = lit(s, LitEncoding::Huffman8, 0) {
+            keep(node, &mut sizes, &mut built);
+            enc = pick(&sizes, policy.decode_slack_ppm).expect("raw always applies");
+        }
+    }
     built
         .into_iter()
         .find(|n| matches!(n, Node::Lit { encoding, .. } if *encoding == enc))
@@ -294,6 +298,44 @@ mod tests {
             if let Some(n) = lit(&s, enc, 3) {
                 let size = serialized_size(&n) as u64;
                 assert!(best * (1_000_000 - DECODE_SLACK_PPM) <= size * 1_000_000, "{enc:?}");
+            }
+        }
+    }
+
+    /// `best_lit_below` tries `huffman8` only when `huffman` is picked: eight
+    /// streams are never smaller than four, so wherever `huffman` is not picked,
+    /// `huffman8` would not be either.
+    #[test]
+    fn huffman8_can_only_win_where_huffman_would() {
+        use LitEncoding::*;
+        let mut x = 0x9E37_79B9_7F4A_7C15u64;
+        let mut next = |m: u64| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x % m
+        };
+        for _ in 0..20_000 {
+            let h4 = 5_000 + next(2_000) as usize;
+            let mut sizes = vec![(Raw, 8_000), (BitPacked, 4_000 + next(3_000) as usize), (Huffman, h4)];
+            for enc in [Rans, Zstd] {
+                if next(2) == 0 {
+                    sizes.push((enc, h4 - 200 + next(400) as usize));
+                }
+            }
+            let with = |extra: usize| {
+                let mut all = sizes.clone();
+                all.push((Huffman8, h4 + extra));
+                all
+            };
+            for slack in [DECODE_SLACK_PPM, FAST_DECODE_SLACK_PPM] {
+                let without = pick(&sizes, slack);
+                for extra in [0, 1, 16, 40] {
+                    let full = pick(&with(extra), slack);
+                    if without != Some(Huffman) {
+                        assert_ne!(full, Some(Huffman8), "{sizes:?} +{extra}");
+                    }
+                }
             }
         }
     }
