@@ -269,7 +269,8 @@ fn decode_streams<W: Word, E: Entry>(
 /// Bits a decode table for codes of at most `maxlen` bits looks up. Natively, one
 /// instance of the decode loop per table size (see [`Fixed`]): 11 bits for codes up
 /// to 11 (at most 8 KiB, built in microseconds), 13 (in L1 still), or 16. In
-/// WebAssembly, where one instance keeps the module small, exactly `max(11, maxlen)`.
+/// WebAssembly, where one instance per lane count serves every size (a smaller
+/// module), exactly `max(11, maxlen)`.
 fn table_bits(maxlen: u32) -> u32 {
     if cfg!(target_arch = "wasm32") {
         maxlen.max(11)
@@ -282,7 +283,7 @@ fn table_bits(maxlen: u32) -> u32 {
     }
 }
 
-/// A decode table on the next [`Lookup::BITS`] bits of a stream.
+/// A decode table on the next [`Lookup::bits`] bits of a stream.
 trait Lookup<E: Entry> {
     /// The entry of the code at the top of `bits` (the stream's next bits,
     /// left-aligned).
