@@ -54,8 +54,8 @@ use alloc::vec;
 use alloc::vec::Vec;
 
 use super::rans::{
-    check_end, finish_stream, ln, normalize_with, put, read_freqs, read_states, table_freq_bits, write_table, LnInv,
-    StreamErrors,
+    check_end, finish_stream, ln, normalize_with, put, read_freqs, read_states, symbol_set_bits, table_freq_bits,
+    write_table, LnInv, StreamErrors,
 };
 use super::tables::{ceil_log2, read_symbol_set, write_symbol_set, BitReader, BitWriter};
 use super::MAX_ENTROPY_WIDTH;
@@ -159,11 +159,7 @@ fn fit(syms: Vec<u32>, counts: &[u64], max_scale: u32, ln_inv: &mut LnInv) -> (T
     let mut best: Option<(Table, f64)> = None;
     // The table's bits: its symbol set (the same at every scale), then its
     // frequencies (counted: `write_table` writes the same).
-    let set_bits = {
-        let mut w = BitWriter::default();
-        write_symbol_set(&mut w, &syms);
-        w.bit_len()
-    };
+    let set_bits = symbol_set_bits(&syms);
     for scale in lo..=hi {
         let t = Table {
             freqs: normalize_with(counts, n, scale, ln_inv),

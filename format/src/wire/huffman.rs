@@ -236,29 +236,24 @@ fn decode_streams<W: Word, E: Entry>(
     }
 
     #[cfg(not(target_arch = "wasm32"))]
-    match (bits, n) {
-        (11, LANES) => run::<W, E, LANES, _>(rest, &Fixed::<E, { 1 << 11 }>::new(&table)?, lanes, out),
-        (13, LANES) => run::<W, E, LANES, _>(rest, &Fixed::<E, { 1 << 13 }>::new(&table)?, lanes, out),
-        (_, LANES) => run::<W, E, LANES, _>(rest, &Fixed::<E, { 1 << 16 }>::new(&table)?, lanes, out),
-        (11, _) => run::<W, E, LANES8, _>(rest, &Fixed::<E, { 1 << 11 }>::new(&table)?, lanes, out),
-        (13, _) => run::<W, E, LANES8, _>(rest, &Fixed::<E, { 1 << 13 }>::new(&table)?, lanes, out),
-        _ => run::<W, E, LANES8, _>(rest, &Fixed::<E, { 1 << 16 }>::new(&table)?, lanes, out),
+    match bits {
+        11 => run(rest, &Fixed::<E, { 1 << 11 }>::new(&table)?, lanes, out),
+        13 => run(rest, &Fixed::<E, { 1 << 13 }>::new(&table)?, lanes, out),
+        _ => run(rest, &Fixed::<E, { 1 << 16 }>::new(&table)?, lanes, out),
     }
     // In WebAssembly one loop per lane count serves every table size (a smaller
     // module).
     #[cfg(target_arch = "wasm32")]
-    {
-        let table = Masked {
+    run(
+        rest,
+        &Masked {
             table: &table,
             mask: table.len() - 1,
             shift: 64 - bits,
-        };
-        if n == LANES {
-            run::<W, E, LANES, _>(rest, &table, lanes, out);
-        } else {
-            run::<W, E, LANES8, _>(rest, &table, lanes, out);
-        }
-    }
+        },
+        lanes,
+        out,
+    );
 
     for (l, &(start, end)) in lanes.iter().zip(streams.iter()) {
         l.check_end(&rest[start..end], start)?;
@@ -284,7 +279,7 @@ fn table_bits(maxlen: u32) -> u32 {
 }
 
 /// A decode table on the next [`Lookup::bits`] bits of a stream.
-trait Lookup<E: Entry> {
+trait Lookup {
     /// The entry of the code at the top of `bits` (the stream's next bits,
     /// left-aligned).
     fn entry(&self, bits: u64) -> u32;
@@ -308,7 +303,7 @@ impl<'a, E, const SLOTS: usize> Fixed<'a, E, SLOTS> {
 }
 
 #[cfg(not(target_arch = "wasm32"))]
-impl<E: Entry, const SLOTS: usize> Lookup<E> for Fixed<'_, E, SLOTS> {
+impl<E: Entry, const SLOTS: usize> Lookup for Fixed<'_, E, SLOTS> {
     #[inline(always)]
     fn entry(&self, bits: u64) -> u32 {
         // Below `SLOTS`: in bounds.
@@ -330,7 +325,7 @@ struct Masked<'a, E> {
 }
 
 #[cfg(target_arch = "wasm32")]
-impl<E: Entry> Lookup<E> for Masked<'_, E> {
+impl<E: Entry> Lookup for Masked<'_, E> {
     #[inline(always)]
     fn entry(&self, bits: u64) -> u32 {
         self.table[(bits >> self.shift) as usize & self.mask].get()
@@ -341,20 +336,23 @@ impl<E: Entry> Lookup<E> for Masked<'_, E> {
     }
 }
 
-/// [`run_lanes`] with `L` lanes (`lanes.len()`), a constant the decode loop is
-/// unrolled by (and the lanes' state kept in registers or locals).
-fn run<W: Word, E: Entry, const L: usize, T: Lookup<E>>(payload: &[u8], table: &T, lanes: &mut [Lane], out: &mut [W]) {
-    match <&mut [Lane; L]>::try_from(&mut *lanes) {
-        Ok(fixed) => run_lanes::<W, E, T>(payload, table, fixed, out),
-        // Not reached (callers pass `L` lanes); still correct, only not unrolled.
-        Err(_) => run_lanes::<W, E, T>(payload, table, lanes, out),
+/// Decodes `out` from `lanes` ([`LANES`] or [`LANES8`] of them) with `table`, in a
+/// loop unrolled by the lane count (the lanes' state kept in registers or locals).
+fn run<W: Word, T: Lookup>(payload: &[u8], table: &T, lanes: &mut [Lane], out: &mut [W]) {
+    if let Ok(fixed) = <&mut [Lane; LANES]>::try_from(&mut *lanes) {
+        run_lanes(payload, table, fixed, out);
+    } else if let Ok(fixed) = <&mut [Lane; LANES8]>::try_from(&mut *lanes) {
+        run_lanes(payload, table, fixed, out);
+    } else {
+        // Not reached (no other lane count exists); still correct, only not unrolled.
+        run_lanes(payload, table, lanes, out);
     }
 }
 
 /// Decodes `out` from `lanes` (round-robin) with `table`, leaving the lanes as
 /// they end. Inlined into [`run`], where the lane count is a constant.
 #[inline(always)]
-fn run_lanes<W: Word, E: Entry, T: Lookup<E>>(payload: &[u8], table: &T, lanes: &mut [Lane], out: &mut [W]) {
+fn run_lanes<W: Word, T: Lookup>(payload: &[u8], table: &T, lanes: &mut [Lane], out: &mut [W]) {
     let l_count = lanes.len();
     // Fast path: every lane has 8 bytes to load at its position. A lane may read the
     // next lane's first bytes; only its own bits count (see `Lane`), and a lane that
@@ -442,7 +440,7 @@ impl Lane {
 
     /// Decodes one symbol; at least the table's `bits` unconsumed bits must be in `word`.
     #[inline(always)]
-    fn decode<W: Word, E: Entry, T: Lookup<E>>(&mut self, table: &T) -> W {
+    fn decode<W: Word, T: Lookup>(&mut self, table: &T) -> W {
         let e = table.entry(self.word << self.used);
         self.used += e & 31;
         W::from_u64(u64::from(e >> 5))

@@ -91,11 +91,7 @@ pub fn encode<W: Word>(symbols: &[W], width: u8) -> Option<Vec<u8>> {
     let mut cands: Vec<(f64, u32, Vec<u32>)> = Vec::new();
     // The table's symbol set is the same at every scale; its frequencies' bits
     // are counted, and the logarithms shared across the scales.
-    let set_bits = {
-        let mut w = BitWriter::default();
-        write_symbol_set(&mut w, &syms);
-        w.bit_len()
-    };
+    let set_bits = symbol_set_bits(&syms);
     let mut ln_inv = LnInv::default();
     for scale in lo..=hi {
         let freqs = normalize_with(&cs, n, scale, &mut ln_inv);
@@ -518,6 +514,13 @@ pub(super) fn write_table(w: &mut BitWriter, syms: &[u32], freqs: &[u32], scale:
         w.put(f, b - 1);
         prev = b;
     }
+}
+
+/// Bits [`write_table`] writes for the symbol set `syms` (the same at every scale).
+pub(super) fn symbol_set_bits(syms: &[u32]) -> usize {
+    let mut w = BitWriter::default();
+    write_symbol_set(&mut w, syms);
+    w.bit_len()
 }
 
 /// Bits [`write_table`] writes after the symbol set for `freqs` (of `syms_len`
