@@ -10,11 +10,12 @@ use brevis_format::archive::{
     check_header, open_record, parse_end, parse_index, ChunkRecord, DigestKind, FileRecord, RecordHead, RecordKind,
     SegmentKind, SegmentRecord, SegmentSource, END_LEN, HEADER_LEN,
 };
+use brevis_format::stream::LeBytes;
 use brevis_format::FormatError;
 
 use crate::digest::{digest, mismatch};
 use crate::error::{DecodeError, Location};
-use crate::exec::decode_chunk;
+use crate::exec::decode_chunk_bytes;
 use crate::stream::{Event, StreamDecoder};
 use crate::{fetch_base, xor_into, BaseProvider, DecodeLimits};
 
@@ -624,6 +625,7 @@ impl<'a> Archive<'a> {
     pub fn read_chunk(&self, file: &FileInfo, seg: &SegmentInfo, index: usize) -> Result<Vec<u8>, DecodeError> {
         let base = self.base_of(file, seg)?;
         self.read_chunk_with(file, seg, index, base.as_deref())
+            .map(LeBytes::into_vec)
     }
 
     /// The checked bytes of `seg`'s base tensor, if it is stored against one.
@@ -646,7 +648,7 @@ impl<'a> Archive<'a> {
         seg: &SegmentInfo,
         index: usize,
         base: Option<&[u8]>,
-    ) -> Result<Vec<u8>, DecodeError> {
+    ) -> Result<LeBytes, DecodeError> {
         let c = seg
             .chunks
             .get(index)
@@ -670,7 +672,7 @@ impl<'a> Archive<'a> {
                 .at(&loc));
             }
         }
-        let mut out = decode_chunk(body, &self.limits.program).map_err(|e| DecodeError::new(e).at(&loc))?;
+        let mut out = decode_chunk_bytes(body, &self.limits.program).map_err(|e| DecodeError::new(e).at(&loc))?;
         if out.len() as u64 != c.decoded_len {
             return Err(DecodeError::new(FormatError::LengthMismatch {
                 what: "chunk length (against the index)",

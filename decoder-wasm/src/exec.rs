@@ -6,7 +6,7 @@ use alloc::vec::Vec;
 use brevis_format::archive::{chunk_checksum, ChunkRecord};
 use brevis_format::ops::interleave;
 use brevis_format::program::{self, Limits, Node, Type};
-use brevis_format::stream::{Stream, Words};
+use brevis_format::stream::{LeBytes, Stream, Words};
 use brevis_format::{wire, with_words, with_words_mut, FormatError, Result};
 
 /// Evaluates a type-checked program into its stream.
@@ -173,12 +173,13 @@ fn to_usize(v: u64) -> Result<usize> {
     })
 }
 
-/// Decodes one chunk record's body into its bytes, appended to `out`.
+/// Decodes one chunk record's body into its bytes: the root stream's own buffer
+/// where its words fill their containers (no copy, see [`LeBytes`]).
 ///
 /// Checks, in order: the chunk header, the program's syntax, types and limits,
 /// that the program's type matches the declared length, and after running it
 /// the xxh3 of the bytes produced.
-pub fn decode_chunk_into(body: &[u8], limits: &Limits, out: &mut Vec<u8>) -> Result<()> {
+pub fn decode_chunk_bytes(body: &[u8], limits: &Limits) -> Result<LeBytes> {
     let chunk = ChunkRecord::parse(body)?;
     let node = program::parse(chunk.program, limits)?;
     let ty = node.ty()?;
@@ -199,26 +200,27 @@ pub fn decode_chunk_into(body: &[u8], limits: &Limits, out: &mut Vec<u8>) -> Res
             found: ty.count,
         });
     }
-    let stream = eval(&node)?;
-    let start = out.len();
-    stream.write_le_bytes(out)?;
-    let computed = chunk_checksum(&out[start..]);
+    let bytes = eval(&node)?.into_le_bytes()?;
+    let computed = chunk_checksum(&bytes);
     if computed != chunk.decoded_xxh3 {
-        out.truncate(start);
         return Err(FormatError::Checksum {
             what: "decoded chunk",
             stored: chunk.decoded_xxh3,
             computed,
         });
     }
+    Ok(bytes)
+}
+
+/// [`decode_chunk_bytes`], the bytes appended to `out` (nothing on an error).
+pub fn decode_chunk_into(body: &[u8], limits: &Limits, out: &mut Vec<u8>) -> Result<()> {
+    out.extend_from_slice(&decode_chunk_bytes(body, limits)?);
     Ok(())
 }
 
-/// Decodes one chunk record's body into a new buffer.
+/// [`decode_chunk_bytes`] as a vector (a copy unless the root's words are bytes).
 pub fn decode_chunk(body: &[u8], limits: &Limits) -> Result<Vec<u8>> {
-    let mut out = Vec::new();
-    decode_chunk_into(body, limits, &mut out)?;
-    Ok(out)
+    decode_chunk_bytes(body, limits).map(LeBytes::into_vec)
 }
 
 #[cfg(test)]

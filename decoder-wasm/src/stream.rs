@@ -25,11 +25,12 @@ use brevis_format::archive::{
     RecordHead, RecordKind, SegmentKind, SegmentRecord, SegmentSource, HEADER_LEN,
 };
 use brevis_format::program::Limits;
+use brevis_format::stream::LeBytes;
 use brevis_format::FormatError;
 
 use crate::digest::{mismatch, Digester};
 use crate::error::{DecodeError, Location};
-use crate::exec::decode_chunk_into;
+use crate::exec::decode_chunk_bytes;
 use crate::{fetch_base, xor_into, BaseProvider, DecodeLimits};
 
 /// Bytes per [`Event::Data`] piece of a copied segment.
@@ -92,20 +93,28 @@ struct OpenFile {
 /// Decoded bytes, shared by an [`Event::Data`] and the [`FileHasher`]: it reads
 /// as a `[u8]`, and cloning it copies a pointer, not the bytes, so a hasher on
 /// another thread needs no copy of its own (a copy was a pass over the whole
-/// output on the thread that reads the archive and hands out the chunks).
+/// output on the thread that reads the archive and hands out the chunks). A
+/// decoded chunk's piece is its root stream's own buffer ([`LeBytes`]).
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Piece(Arc<Vec<u8>>);
+pub struct Piece(Arc<LeBytes>);
 
 impl Piece {
     /// A piece holding `bytes`.
     pub fn new(bytes: Vec<u8>) -> Self {
-        Piece(Arc::new(bytes))
+        Piece(Arc::new(bytes.into()))
     }
 
     /// The bytes as a vector: without a copy once nothing else holds the piece
-    /// (a hasher done with it), else copied.
+    /// (a hasher done with it) and it holds bytes (a chunk whose words are bytes,
+    /// or a copied segment's piece), else copied.
     pub fn into_vec(self) -> Vec<u8> {
-        Arc::try_unwrap(self.0).unwrap_or_else(|shared| shared.as_ref().clone())
+        Arc::try_unwrap(self.0).map_or_else(|shared| shared.to_vec(), LeBytes::into_vec)
+    }
+}
+
+impl From<LeBytes> for Piece {
+    fn from(bytes: LeBytes) -> Self {
+        Piece(Arc::new(bytes))
     }
 }
 
@@ -181,17 +190,17 @@ struct PendingCopy {
 pub trait PendingChunk {
     /// True once [`Self::wait`] would return without blocking.
     fn is_ready(&mut self) -> bool;
-    /// Waits for, and returns, what [`crate::decode_chunk`] gave.
-    fn wait(self: Box<Self>) -> Result<Vec<u8>, FormatError>;
+    /// Waits for, and returns, what [`crate::decode_chunk_bytes`] gave.
+    fn wait(self: Box<Self>) -> Result<LeBytes, FormatError>;
 }
 
 /// A chunk already decoded.
-impl PendingChunk for Result<Vec<u8>, FormatError> {
+impl PendingChunk for Result<LeBytes, FormatError> {
     fn is_ready(&mut self) -> bool {
         true
     }
 
-    fn wait(self: Box<Self>) -> Result<Vec<u8>, FormatError> {
+    fn wait(self: Box<Self>) -> Result<LeBytes, FormatError> {
         *self
     }
 }
@@ -711,9 +720,7 @@ impl StreamDecoder {
                         if other.is_some() {
                             self.predecoded.clear();
                         }
-                        let mut data = Vec::new();
-                        decode_chunk_into(body, &self.limits.program, &mut data)?;
-                        data
+                        decode_chunk_bytes(body, &self.limits.program)?
                     }
                 };
                 if let Some((base, at)) = seg.base.as_mut() {
@@ -741,7 +748,7 @@ impl StreamDecoder {
                     .as_mut()
                     .ok_or(FormatError::Invalid { what: "record order" })?;
                 file.bytes_seen += data.len() as u64;
-                let data = Piece::new(data);
+                let data = Piece::from(data);
                 self.hasher.update(&data);
                 self.queue.push_back(Event::Data(data));
                 if last {

@@ -98,6 +98,61 @@ fn le_prefix<const N: usize, T: Copy>(dst: &mut [u8], wb: usize, src: &[T], le: 
     }
 }
 
+/// A stream's words as little-endian bytes (what a chunk decodes to).
+///
+/// Where each word fills its container (widths 8, 16, 32, 64) on a little-endian
+/// machine, these are the words' own buffer, viewed as bytes: decoding a chunk
+/// then copies nothing after its root operator (`Stream::into_le_bytes`).
+/// Otherwise they are a byte copy made by [`Stream::write_le_bytes`].
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct LeBytes(Words);
+
+impl LeBytes {
+    /// The bytes as a vector: the buffer itself if it holds bytes, else a copy.
+    pub fn into_vec(self) -> Vec<u8> {
+        match self.0 {
+            Words::U8(v) => v,
+            other => LeBytes(other).to_vec(),
+        }
+    }
+}
+
+impl From<Vec<u8>> for LeBytes {
+    fn from(bytes: Vec<u8>) -> Self {
+        LeBytes(Words::U8(bytes))
+    }
+}
+
+impl core::ops::Deref for LeBytes {
+    type Target = [u8];
+
+    fn deref(&self) -> &[u8] {
+        match &self.0 {
+            Words::U8(v) => v,
+            Words::U16(v) => bytemuck::cast_slice(v),
+            Words::U32(v) => bytemuck::cast_slice(v),
+            Words::U64(v) => bytemuck::cast_slice(v),
+        }
+    }
+}
+
+impl core::ops::DerefMut for LeBytes {
+    fn deref_mut(&mut self) -> &mut [u8] {
+        match &mut self.0 {
+            Words::U8(v) => v,
+            Words::U16(v) => bytemuck::cast_slice_mut(v),
+            Words::U32(v) => bytemuck::cast_slice_mut(v),
+            Words::U64(v) => bytemuck::cast_slice_mut(v),
+        }
+    }
+}
+
+impl AsRef<[u8]> for LeBytes {
+    fn as_ref(&self) -> &[u8] {
+        self
+    }
+}
+
 impl Stream {
     /// A stream of `len` zero words of `width` bits.
     pub fn zeros(width: u8, len: usize) -> Result<Self> {
@@ -122,7 +177,8 @@ impl Stream {
             return Err(FormatError::BadWidth { width });
         }
         let s = Stream { width, words };
-        if width < 64 {
+        // A width that fills its container holds every word (nothing to scan).
+        if usize::from(width) != 8 * container_bytes(width) {
             let m = mask(width);
             // An OR over every word (no early exit) vectorizes in the word's own width.
             let all = match &s.words {
@@ -228,6 +284,17 @@ impl Stream {
         Ok(())
     }
 
+    /// The words as little-endian bytes ([`Self::write_le_bytes`]), without a copy
+    /// where each word fills its container on a little-endian machine.
+    pub fn into_le_bytes(self) -> Result<LeBytes> {
+        if cfg!(target_endian = "little") && usize::from(self.width) == 8 * container_bytes(self.width) {
+            return Ok(LeBytes(self.words));
+        }
+        let mut out = Vec::new();
+        self.write_le_bytes(&mut out)?;
+        Ok(LeBytes(Words::U8(out)))
+    }
+
     /// Element width in bits.
     pub fn width(&self) -> u8 {
         self.width
@@ -282,6 +349,42 @@ mod tests {
             let mut back = Vec::new();
             s.write_le_bytes(&mut back).unwrap();
             assert_eq!(back, bytes, "width {width}");
+        }
+    }
+
+    /// `into_le_bytes` gives what `write_le_bytes` writes, whether it keeps the
+    /// words' buffer (widths that fill their containers) or copies (the rest),
+    /// and writes through `DerefMut` land in the right bytes.
+    #[test]
+    fn into_le_bytes_matches_write_le_bytes() {
+        let bytes: Vec<u8> = (0..840u32).map(|i| (i * 37 + 11) as u8).collect();
+        for width in [8u8, 16, 24, 32, 40, 48, 56, 64] {
+            let s = Stream::from_le_bytes(width, &bytes).unwrap();
+            let mut le = s.clone().into_le_bytes().unwrap();
+            assert_eq!(&le[..], &bytes[..], "width {width}");
+            le[1] ^= 0xff;
+            let mut want = bytes.clone();
+            want[1] ^= 0xff;
+            assert_eq!(le.clone().into_vec(), want, "width {width}");
+            assert_eq!(le.as_ref(), &want[..]);
+        }
+        // As `write_le_bytes`: whole bytes only.
+        let s = Stream::from_u64s(12, &[0xabc, 0x123]).unwrap();
+        assert_eq!(s.into_le_bytes(), Err(FormatError::BadWidth { width: 12 }));
+        assert_eq!(&LeBytes::from(alloc::vec![1u8, 2])[..], [1, 2]);
+    }
+
+    /// Widths that fill their containers skip the scan of every word, which
+    /// cannot fail there; the others still refuse a word too wide.
+    #[test]
+    fn new_scans_only_widths_narrower_than_their_container() {
+        for width in [8u8, 16, 32, 64] {
+            let s = Stream::from_u64s(width, &[mask(width), 0]).unwrap();
+            assert_eq!(Stream::new(width, s.into_words()).unwrap().len(), 2);
+        }
+        for width in [7u8, 15, 31, 63] {
+            let words = Stream::from_u64s(width + 1, &[mask(width + 1)]).unwrap().into_words();
+            assert_eq!(Stream::new(width, words), Err(FormatError::WordTooWide { width }));
         }
     }
 

@@ -8,9 +8,10 @@ use std::fs;
 use std::path::Path;
 
 use brevis_decoder::format::program::Limits;
+use brevis_decoder::format::stream::LeBytes;
 use brevis_decoder::format::FormatError;
 use brevis_decoder::{
-    decode_chunk, DecodeError, DecodeLimits, DigestKind, Event, FileHasher, PendingChunk, Piece, StreamDecoder,
+    decode_chunk_bytes, DecodeError, DecodeLimits, DigestKind, Event, FileHasher, PendingChunk, Piece, StreamDecoder,
 };
 use brevis_encoder::synth::CandidateSearch;
 use brevis_encoder::{compress_files, CompressOptions, InputFile};
@@ -45,7 +46,7 @@ fn many_chunks() -> Vec<u8> {
 
 /// Decodes at once (a pending chunk that is always ready).
 fn sequential(body: &[u8], limits: &Limits) -> Box<dyn PendingChunk> {
-    Box::new(decode_chunk(body, limits))
+    Box::new(decode_chunk_bytes(body, limits))
 }
 
 /// Every event (and the final error, if any) pushing `piece` bytes at a time.
@@ -172,7 +173,7 @@ fn damaged_and_truncated_archives_fail_the_same_way() {
 /// A chunk that says it is not ready the first `polls` times it is asked, and
 /// counts itself out of `pending` when waited for.
 struct Slow {
-    result: Result<Vec<u8>, FormatError>,
+    result: Result<LeBytes, FormatError>,
     polls: usize,
     pending: std::rc::Rc<std::cell::Cell<usize>>,
 }
@@ -183,7 +184,7 @@ impl PendingChunk for Slow {
         self.polls == 0
     }
 
-    fn wait(self: Box<Self>) -> Result<Vec<u8>, FormatError> {
+    fn wait(self: Box<Self>) -> Result<LeBytes, FormatError> {
         self.pending.set(self.pending.get() - 1);
         self.result
     }
@@ -203,7 +204,7 @@ fn chunks_not_ready_let_the_caller_read_on_and_stay_bounded() {
             pending.set(pending.get() + 1);
             most.set(most.get().max(pending.get()));
             Box::new(Slow {
-                result: decode_chunk(body, limits),
+                result: decode_chunk_bytes(body, limits),
                 polls,
                 pending: pending.clone(),
             })

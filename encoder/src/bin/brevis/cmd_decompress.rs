@@ -6,9 +6,11 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result};
 use brevis_decoder::format::program::Limits;
+use brevis_decoder::format::stream::LeBytes;
 use brevis_decoder::format::FormatError;
 use brevis_decoder::{
-    decode_chunk, Archive, DecodeLimits, DigestKind, Digester, Event, FileHasher, PendingChunk, Piece, StreamDecoder,
+    decode_chunk_bytes, Archive, DecodeLimits, DigestKind, Digester, Event, FileHasher, PendingChunk, Piece,
+    StreamDecoder,
 };
 use brevis_encoder::atomic::AtomicFile;
 use brevis_encoder::BaseTensors;
@@ -231,8 +233,8 @@ struct Ahead {
 
 /// A chunk decoding on rayon's pool.
 struct PoolChunk {
-    rx: std::sync::mpsc::Receiver<Result<Vec<u8>, FormatError>>,
-    got: Option<Result<Vec<u8>, FormatError>>,
+    rx: std::sync::mpsc::Receiver<Result<LeBytes, FormatError>>,
+    got: Option<Result<LeBytes, FormatError>>,
 }
 
 /// The job's sender is gone only if it never ran to the end (a panic, which
@@ -247,7 +249,7 @@ impl PoolChunk {
         let (body, limits) = (body.to_vec(), *limits);
         let (tx, rx) = std::sync::mpsc::sync_channel(1);
         rayon::spawn_fifo(move || {
-            let _ = tx.send(decode_chunk(&body, &limits));
+            let _ = tx.send(decode_chunk_bytes(&body, &limits));
         });
         Box::new(PoolChunk { rx, got: None })
     }
@@ -265,7 +267,7 @@ impl PendingChunk for PoolChunk {
         true
     }
 
-    fn wait(self: Box<Self>) -> Result<Vec<u8>, FormatError> {
+    fn wait(self: Box<Self>) -> Result<LeBytes, FormatError> {
         match self.got {
             Some(r) => r,
             None => self.rx.recv().unwrap_or(Err(WORKER_GONE)),
