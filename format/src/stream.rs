@@ -103,9 +103,18 @@ fn le_prefix<const N: usize, T: Copy>(dst: &mut [u8], wb: usize, src: &[T], le: 
 /// Where each word fills its container (widths 8, 16, 32, 64) on a little-endian
 /// machine, these are the words' own buffer, viewed as bytes: decoding a chunk
 /// then copies nothing after its root operator (`Stream::into_le_bytes`).
-/// Otherwise they are a byte copy made by [`Stream::write_le_bytes`].
-#[derive(Clone, Debug, PartialEq, Eq)]
+/// Otherwise they are a byte copy made by [`Stream::write_le_bytes`]. Two are
+/// equal when their bytes are, however they are held.
+#[derive(Clone, Debug)]
 pub struct LeBytes(Words);
+
+impl PartialEq for LeBytes {
+    fn eq(&self, other: &Self) -> bool {
+        **self == **other
+    }
+}
+
+impl Eq for LeBytes {}
 
 impl LeBytes {
     /// The bytes as a vector: the buffer itself if it holds bytes, else a copy.
@@ -372,6 +381,10 @@ mod tests {
         let s = Stream::from_u64s(12, &[0xabc, 0x123]).unwrap();
         assert_eq!(s.into_le_bytes(), Err(FormatError::BadWidth { width: 12 }));
         assert_eq!(&LeBytes::from(alloc::vec![1u8, 2])[..], [1, 2]);
+        // Equal bytes are equal whether held as bytes or as words.
+        let words = Stream::from_le_bytes(16, &bytes).unwrap().into_le_bytes().unwrap();
+        assert_eq!(words, LeBytes::from(bytes.clone()));
+        assert_ne!(words, LeBytes::from(bytes[1..].to_vec()));
     }
 
     /// Widths that fill their containers skip the scan of every word, which

@@ -124,11 +124,11 @@ fn unpack_wide<W: Word>(body: &[u8], out: &mut [W], k: u8) {
 }
 
 /// Natively, 32-bit words of 17 to 32 bits (FP32 mantissas: 23) in groups of 8
-/// words from `K` bytes each, with `K` a constant: fixed shifts and loads from a
-/// padded copy of the group, no bounds checks; BF16-to-FP32 all-MiniLM's
-/// `--fast-decode` archive spent 20% of `brevis verify --threads 1` in the generic
-/// path (perf). False where this does not apply (WebAssembly keeps the generic
-/// path: a smaller module); `out` then is untouched.
+/// words from `K` bytes each, with `K` a constant: fixed shifts and offsets, no
+/// bounds checks but one a group; FP32 all-MiniLM's `--fast-decode` archive spent
+/// 20% of `brevis verify --threads 1` in the generic path, 8% in this one (perf).
+/// False where this does not apply (WebAssembly keeps the generic path: a smaller
+/// module); `out` then is untouched.
 fn unpack_wide_groups<W: Word>(body: &[u8], out: &mut [W], k: u8) -> bool {
     if cfg!(target_arch = "wasm32") || W::BITS != 32 {
         return false;
