@@ -3,7 +3,8 @@
 //! The data imitate a trained layer's BF16 weights (normal, sigma 0.04, from a fixed
 //! seed): whole 16-bit words, the 8-bit exponent column and the 7-bit mantissa column
 //! (the columns `Merge.fields[1,8,7]` splits a BF16 tensor into), and the top 13
-//! bits (the `ctx` field of `Merge.fields[13,3]`). Each coder decodes a
+//! bits (the `ctx` field of `Merge.fields[13,3]`); and the same samples' FP32
+//! 23-bit mantissas (the packed field of `Merge.fields[9,23]`). Each coder decodes a
 //! 1 Mi-word literal; throughput is in words (elements) per second. These numbers
 //! back `DECODE_SLACK_*` in `encoder/src/synth/lit.rs`.
 
@@ -13,8 +14,8 @@ use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Through
 
 const N: usize = 1 << 20;
 
-/// BF16 bit patterns of normal(0, 0.04) samples (xorshift + Box-Muller, fixed seed).
-fn bf16_words(n: usize) -> Vec<u16> {
+/// FP32 bit patterns of normal(0, 0.04) samples (xorshift + Box-Muller, fixed seed).
+fn f32_words(n: usize) -> Vec<u32> {
     let mut s = 0x2545_F491_4F6C_DD1Du64;
     let mut next = || {
         s ^= s << 13;
@@ -26,8 +27,16 @@ fn bf16_words(n: usize) -> Vec<u16> {
         .map(|_| {
             let (u, v) = (next(), next());
             let g = (-2.0 * u.ln()).sqrt() * (2.0 * core::f64::consts::PI * v).cos();
-            ((g * 0.04) as f32).to_bits().wrapping_add(0x8000).wrapping_shr(16) as u16
+            ((g * 0.04) as f32).to_bits()
         })
+        .collect()
+}
+
+/// The BF16 words of the same samples (rounded).
+fn bf16_words(n: usize) -> Vec<u16> {
+    f32_words(n)
+        .into_iter()
+        .map(|x| x.wrapping_add(0x8000).wrapping_shr(16) as u16)
         .collect()
 }
 
@@ -46,6 +55,17 @@ fn streams() -> Vec<(&'static str, Stream)> {
         (
             "mantissa-b7",
             Stream::from_u64s(7, &to(&|x| u64::from(x & 0x7f))).unwrap(),
+        ),
+        (
+            "fp32-mantissa-b23",
+            Stream::from_u64s(
+                23,
+                &f32_words(N)
+                    .iter()
+                    .map(|&x| u64::from(x & 0x7f_ffff))
+                    .collect::<Vec<_>>(),
+            )
+            .unwrap(),
         ),
     ]
 }
