@@ -17,7 +17,7 @@ use crate::wire::LitEncoding;
 mod serialize;
 mod text;
 
-pub use serialize::{parse, serialize, serialized_size};
+pub use serialize::{parse, parse_borrowed, serialize, serialized_size};
 
 /// The type of a stream: `count` words of `width` bits (`b[n]`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -29,8 +29,12 @@ pub struct Type {
 }
 
 /// A program node. Children are owned; a program is a tree.
+///
+/// `P` holds a literal's payload: owned bytes by default (what the encoder builds),
+/// or a slice of the chunk being decoded ([`parse_borrowed`]), so a decoder reads
+/// each payload where it lies instead of copying it.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Node {
+pub enum Node<P = Vec<u8>> {
     /// Stored words in one of the wire encodings.
     Lit {
         /// Word width.
@@ -40,7 +44,7 @@ pub enum Node {
         /// How the payload stores them.
         encoding: LitEncoding,
         /// The encoded words (tables included).
-        payload: Vec<u8>,
+        payload: P,
     },
     /// `count` copies of `value`.
     Const {
@@ -52,20 +56,20 @@ pub enum Node {
         value: u64,
     },
     /// Children one after another.
-    Concat(Vec<Node>),
+    Concat(Vec<Node<P>>),
     /// The child's whole stream `times` times.
     Repeat {
         /// How many times (at least 2).
         times: u64,
         /// The repeated stream.
-        child: Box<Node>,
+        child: Box<Node<P>>,
     },
     /// A pointwise bijection.
     Map {
         /// The bijection.
         op: MapOp,
         /// Its input.
-        child: Box<Node>,
+        child: Box<Node<P>>,
     },
     /// A prefix recurrence.
     Scan {
@@ -74,18 +78,18 @@ pub enum Node {
         /// Distance to the word it combines with (at least 1).
         stride: u64,
         /// The residuals.
-        child: Box<Node>,
+        child: Box<Node<P>>,
     },
     /// Words assembled from child fields.
     Merge {
         /// The field layout.
         op: MergeOp,
         /// One child per field, most significant first.
-        children: Vec<Node>,
+        children: Vec<Node<P>>,
     },
     /// Children's words taken in turn: `out[i·k + j] = child_j[i]` (columns of
     /// `k`-word records; the dual of `Concat`). Our extension of the paper's seven.
-    Interleave(Vec<Node>),
+    Interleave(Vec<Node<P>>),
 }
 
 /// Bounds a parsed program must respect, so hostile bytes cannot make the
@@ -123,7 +127,7 @@ pub const MAX_INTERLEAVE: usize = 4096;
 /// Operator names, for messages and statistics.
 pub const OPERATOR_NAMES: [&str; 8] = ["Lit", "Const", "Concat", "Repeat", "Map", "Scan", "Merge", "Interleave"];
 
-impl Node {
+impl<P> Node<P> {
     /// Index of this node's operator in [`OPERATOR_NAMES`] (also its wire tag).
     pub fn operator(&self) -> usize {
         match self {
@@ -139,7 +143,7 @@ impl Node {
     }
 
     /// The node's children.
-    pub fn children(&self) -> &[Node] {
+    pub fn children(&self) -> &[Node<P>] {
         match self {
             Node::Lit { .. } | Node::Const { .. } => &[],
             Node::Concat(c) | Node::Merge { children: c, .. } | Node::Interleave(c) => c,
@@ -184,6 +188,46 @@ impl Node {
     }
 }
 
+impl Node<&[u8]> {
+    /// The same tree with each literal's payload copied into its own vector.
+    pub fn into_owned(self) -> Node {
+        let own = |children: Vec<Node<&[u8]>>| children.into_iter().map(Node::into_owned).collect();
+        match self {
+            Node::Lit {
+                width,
+                count,
+                encoding,
+                payload,
+            } => Node::Lit {
+                width,
+                count,
+                encoding,
+                payload: payload.to_vec(),
+            },
+            Node::Const { width, count, value } => Node::Const { width, count, value },
+            Node::Concat(children) => Node::Concat(own(children)),
+            Node::Repeat { times, child } => Node::Repeat {
+                times,
+                child: Box::new(child.into_owned()),
+            },
+            Node::Map { op, child } => Node::Map {
+                op,
+                child: Box::new(child.into_owned()),
+            },
+            Node::Scan { op, stride, child } => Node::Scan {
+                op,
+                stride,
+                child: Box::new(child.into_owned()),
+            },
+            Node::Merge { op, children } => Node::Merge {
+                op,
+                children: own(children),
+            },
+            Node::Interleave(children) => Node::Interleave(own(children)),
+        }
+    }
+}
+
 /// What [`Node::check`] found.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Checked {
@@ -195,7 +239,7 @@ pub struct Checked {
     pub work_bytes: u64,
 }
 
-fn check_node(node: &Node, limits: &Limits, depth: u32, acc: &mut Checked) -> Result<Type> {
+fn check_node<P>(node: &Node<P>, limits: &Limits, depth: u32, acc: &mut Checked) -> Result<Type> {
     if depth > limits.max_depth {
         return Err(FormatError::LimitExceeded {
             limit: "program depth",
