@@ -11,16 +11,16 @@ use brevis_format::{wire, with_words, with_words_mut, FormatError, Result};
 
 /// Evaluates a type-checked program into its stream.
 ///
-/// The caller must have run [`Node::check`] with limits (as [`program::parse_borrowed`]
+/// The caller must have run [`Node::check`] with limits (as [`program::parse`]
 /// does), which bounds every count by the root's and the total memory.
-pub fn eval<P: AsRef<[u8]>>(node: &Node<P>) -> Result<Stream> {
+pub fn eval(node: &Node) -> Result<Stream> {
     match node {
         Node::Lit {
             width,
             count,
             encoding,
             payload,
-        } => wire::decode(*encoding, *width, to_usize(*count)?, payload.as_ref()),
+        } => wire::decode(*encoding, *width, to_usize(*count)?, payload),
         Node::Const { width, count, value } => {
             let mut s = Stream::zeros(*width, to_usize(*count)?)?.into_words();
             with_words_mut!(&mut s, w => w.fill(brevis_format::Word::from_u64(*value)));
@@ -181,8 +181,7 @@ fn to_usize(v: u64) -> Result<usize> {
 /// the xxh3 of the bytes produced.
 pub fn decode_chunk_bytes(body: &[u8], limits: &Limits) -> Result<LeBytes> {
     let chunk = ChunkRecord::parse(body)?;
-    // The literals' payloads stay where they lie in `body`.
-    let node = program::parse_borrowed(chunk.program, limits)?;
+    let node = program::parse(chunk.program, limits)?;
     let ty = node.ty()?;
     let want = Type {
         width: chunk.root_width,

@@ -17,7 +17,7 @@ use crate::wire::LitEncoding;
 mod serialize;
 mod text;
 
-pub use serialize::{parse, parse_borrowed, serialize, serialized_size};
+pub use serialize::{parse, serialize, serialized_size};
 
 /// The type of a stream: `count` words of `width` bits (`b[n]`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -29,12 +29,8 @@ pub struct Type {
 }
 
 /// A program node. Children are owned; a program is a tree.
-///
-/// `P` holds a literal's payload: owned bytes by default (what the encoder builds),
-/// or a slice of the chunk being decoded ([`parse_borrowed`]), so a decoder reads
-/// each payload where it lies instead of copying it.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Node<P = Vec<u8>> {
+pub enum Node {
     /// Stored words in one of the wire encodings.
     Lit {
         /// Word width.
@@ -44,7 +40,7 @@ pub enum Node<P = Vec<u8>> {
         /// How the payload stores them.
         encoding: LitEncoding,
         /// The encoded words (tables included).
-        payload: P,
+        payload: Vec<u8>,
     },
     /// `count` copies of `value`.
     Const {
@@ -56,20 +52,20 @@ pub enum Node<P = Vec<u8>> {
         value: u64,
     },
     /// Children one after another.
-    Concat(Vec<Node<P>>),
+    Concat(Vec<Node>),
     /// The child's whole stream `times` times.
     Repeat {
         /// How many times (at least 2).
         times: u64,
         /// The repeated stream.
-        child: Box<Node<P>>,
+        child: Box<Node>,
     },
     /// A pointwise bijection.
     Map {
         /// The bijection.
         op: MapOp,
         /// Its input.
-        child: Box<Node<P>>,
+        child: Box<Node>,
     },
     /// A prefix recurrence.
     Scan {
@@ -78,18 +74,18 @@ pub enum Node<P = Vec<u8>> {
         /// Distance to the word it combines with (at least 1).
         stride: u64,
         /// The residuals.
-        child: Box<Node<P>>,
+        child: Box<Node>,
     },
     /// Words assembled from child fields.
     Merge {
         /// The field layout.
         op: MergeOp,
         /// One child per field, most significant first.
-        children: Vec<Node<P>>,
+        children: Vec<Node>,
     },
     /// Children's words taken in turn: `out[i·k + j] = child_j[i]` (columns of
     /// `k`-word records; the dual of `Concat`). Our extension of the paper's seven.
-    Interleave(Vec<Node<P>>),
+    Interleave(Vec<Node>),
 }
 
 /// Bounds a parsed program must respect, so hostile bytes cannot make the
@@ -127,7 +123,7 @@ pub const MAX_INTERLEAVE: usize = 4096;
 /// Operator names, for messages and statistics.
 pub const OPERATOR_NAMES: [&str; 8] = ["Lit", "Const", "Concat", "Repeat", "Map", "Scan", "Merge", "Interleave"];
 
-impl<P> Node<P> {
+impl Node {
     /// Index of this node's operator in [`OPERATOR_NAMES`] (also its wire tag).
     pub fn operator(&self) -> usize {
         match self {
@@ -143,7 +139,7 @@ impl<P> Node<P> {
     }
 
     /// The node's children.
-    pub fn children(&self) -> &[Node<P>] {
+    pub fn children(&self) -> &[Node] {
         match self {
             Node::Lit { .. } | Node::Const { .. } => &[],
             Node::Concat(c) | Node::Merge { children: c, .. } | Node::Interleave(c) => c,
@@ -188,46 +184,6 @@ impl<P> Node<P> {
     }
 }
 
-impl Node<&[u8]> {
-    /// The same tree with each literal's payload copied into its own vector.
-    pub fn into_owned(self) -> Node {
-        let own = |children: Vec<Node<&[u8]>>| children.into_iter().map(Node::into_owned).collect();
-        match self {
-            Node::Lit {
-                width,
-                count,
-                encoding,
-                payload,
-            } => Node::Lit {
-                width,
-                count,
-                encoding,
-                payload: payload.to_vec(),
-            },
-            Node::Const { width, count, value } => Node::Const { width, count, value },
-            Node::Concat(children) => Node::Concat(own(children)),
-            Node::Repeat { times, child } => Node::Repeat {
-                times,
-                child: Box::new(child.into_owned()),
-            },
-            Node::Map { op, child } => Node::Map {
-                op,
-                child: Box::new(child.into_owned()),
-            },
-            Node::Scan { op, stride, child } => Node::Scan {
-                op,
-                stride,
-                child: Box::new(child.into_owned()),
-            },
-            Node::Merge { op, children } => Node::Merge {
-                op,
-                children: own(children),
-            },
-            Node::Interleave(children) => Node::Interleave(own(children)),
-        }
-    }
-}
-
 /// What [`Node::check`] found.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Checked {
@@ -239,7 +195,7 @@ pub struct Checked {
     pub work_bytes: u64,
 }
 
-fn check_node<P>(node: &Node<P>, limits: &Limits, depth: u32, acc: &mut Checked) -> Result<Type> {
+fn check_node(node: &Node, limits: &Limits, depth: u32, acc: &mut Checked) -> Result<Type> {
     if depth > limits.max_depth {
         return Err(FormatError::LimitExceeded {
             limit: "program depth",

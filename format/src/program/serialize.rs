@@ -114,16 +114,9 @@ pub fn serialized_size(node: &Node) -> usize {
 }
 
 /// Parses one program that must span all of `bytes`, then checks its typing
-/// rules and `limits`; each literal's payload is copied out of `bytes`
-/// ([`parse_borrowed`] leaves them there).
+/// rules and `limits`. Nothing is allocated beyond the tree itself, whose size
+/// is bounded by `bytes.len()`.
 pub fn parse(bytes: &[u8], limits: &Limits) -> Result<Node> {
-    parse_borrowed(bytes, limits).map(Node::into_owned)
-}
-
-/// [`parse`], with each literal's payload a slice of `bytes`: what a decoder
-/// runs (no copy of the payloads). Nothing is allocated beyond the tree itself,
-/// whose size is bounded by `bytes.len()`.
-pub fn parse_borrowed<'a>(bytes: &'a [u8], limits: &Limits) -> Result<Node<&'a [u8]>> {
     let mut r = ByteReader::new(bytes);
     let mut nodes = 0u32;
     let node = parse_node(&mut r, limits, 1, &mut nodes)?;
@@ -132,7 +125,7 @@ pub fn parse_borrowed<'a>(bytes: &'a [u8], limits: &Limits) -> Result<Node<&'a [
     Ok(node)
 }
 
-fn parse_node<'a>(r: &mut ByteReader<'a>, limits: &Limits, depth: u32, nodes: &mut u32) -> Result<Node<&'a [u8]>> {
+fn parse_node(r: &mut ByteReader<'_>, limits: &Limits, depth: u32, nodes: &mut u32) -> Result<Node> {
     if depth > limits.max_depth {
         return Err(FormatError::LimitExceeded {
             limit: "program depth",
@@ -149,14 +142,14 @@ fn parse_node<'a>(r: &mut ByteReader<'a>, limits: &Limits, depth: u32, nodes: &m
         });
     }
     let tag = r.u8("operator tag")?;
-    let mut child = |r: &mut ByteReader<'a>| parse_node(r, limits, depth + 1, nodes).map(Box::new);
+    let mut child = |r: &mut ByteReader<'_>| parse_node(r, limits, depth + 1, nodes).map(Box::new);
     Ok(match tag {
         0 => {
             let width = r.u8("Lit width")?;
             let count = r.varint("Lit count")?;
             let encoding = LitEncoding::from_tag(r.u8("Lit encoding")?)?;
             let len = r.varint_usize("Lit payload length", r.remaining() as u64)?;
-            let payload = r.bytes(len, "Lit payload")?;
+            let payload = r.bytes(len, "Lit payload")?.to_vec();
             Node::Lit {
                 width,
                 count,
