@@ -212,12 +212,6 @@ pub fn decode_chunk_bytes(body: &[u8], limits: &Limits) -> Result<LeBytes> {
     Ok(bytes)
 }
 
-/// [`decode_chunk_bytes`], the bytes appended to `out` (nothing on an error).
-pub fn decode_chunk_into(body: &[u8], limits: &Limits, out: &mut Vec<u8>) -> Result<()> {
-    out.extend_from_slice(&decode_chunk_bytes(body, limits)?);
-    Ok(())
-}
-
 /// [`decode_chunk_bytes`] as a vector (a copy unless the root's words are bytes).
 pub fn decode_chunk(body: &[u8], limits: &Limits) -> Result<Vec<u8>> {
     decode_chunk_bytes(body, limits).map(LeBytes::into_vec)

@@ -374,7 +374,7 @@ impl StreamDecoder {
 
     /// [`Self::next_event`], with the chunk records already buffered started
     /// ahead of time: `start` gets each one's body and the program limits and
-    /// returns a [`PendingChunk`] that gives what [`crate::decode_chunk`] would —
+    /// returns a [`PendingChunk`] that gives what [`crate::decode_chunk_bytes`] would —
     /// decoded on another thread meanwhile, say (`start` must copy the body if
     /// it keeps it). At most `max_chunks` are pending at once, and no more are
     /// started while the pending ones declare `max_bytes` of output or more;

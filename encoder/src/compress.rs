@@ -15,7 +15,7 @@ use std::ops::Range;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
-use brevis_decoder::decode_chunk;
+use brevis_decoder::decode_chunk_bytes;
 use brevis_format::archive::{
     chunk_checksum, ChunkRecord, DigestKind, FileRecord, SegmentKind, SegmentRecord, SegmentSource,
 };
@@ -269,13 +269,14 @@ fn encode_chunk(
     let node = synth.synthesize(&root, hint);
     let sum = chunk_checksum(bytes);
     let body = ChunkRecord::body(bytes.len() as u64, sum, root_width, &serialize(&node));
-    if decode_chunk(&body, limits).ok().as_deref() == Some(bytes) {
+    // Compared as decoded, without a copy into bytes (`LeBytes`).
+    if decode_chunk_bytes(&body, limits).ok().as_deref() == Some(bytes) {
         return Ok((body, node.to_string(), false));
     }
     let raw = crate::synth::lit::lit(&root, LitEncoding::Raw, 0).context("raw literal")?;
     let body = ChunkRecord::body(bytes.len() as u64, sum, root_width, &serialize(&raw));
-    let back = decode_chunk(&body, limits).context("raw fallback failed to decode")?;
-    anyhow::ensure!(back == bytes, "raw fallback did not verify");
+    let back = decode_chunk_bytes(&body, limits).context("raw fallback failed to decode")?;
+    anyhow::ensure!(*back == *bytes, "raw fallback did not verify");
     Ok((body, raw.to_string(), true))
 }
 
