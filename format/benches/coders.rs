@@ -80,6 +80,7 @@ fn decode(c: &mut Criterion) {
             LitEncoding::BitPacked,
             LitEncoding::Huffman,
             LitEncoding::Huffman8,
+            LitEncoding::HSplit,
             LitEncoding::Rans,
             LitEncoding::Ctx,
         ] {

@@ -2,7 +2,7 @@
 //! safetensors files built with the `safetensors` crate, and a one-call round trip.
 
 use brevis_decoder::{decode_all, DecodeLimits};
-use brevis_encoder::synth::CandidateSearch;
+use brevis_encoder::synth::{CandidateSearch, Synthesizer};
 use brevis_encoder::{compress_files, CompressOptions, FileReport, InputFile};
 use safetensors::tensor::{Dtype, TensorView};
 
@@ -87,6 +87,15 @@ pub fn compress(files: &[(&str, &[u8])]) -> (Vec<u8>, Vec<FileReport>) {
 
 /// [`compress`] with `options`.
 pub fn compress_with(files: &[(&str, &[u8])], options: &CompressOptions) -> (Vec<u8>, Vec<FileReport>) {
+    compress_using(files, &CandidateSearch::default(), options)
+}
+
+/// [`compress`] with `search` and `options`.
+pub fn compress_using(
+    files: &[(&str, &[u8])],
+    search: &dyn Synthesizer,
+    options: &CompressOptions,
+) -> (Vec<u8>, Vec<FileReport>) {
     let inputs: Vec<InputFile<'_>> = files
         .iter()
         .map(|(p, d)| InputFile {
@@ -94,8 +103,7 @@ pub fn compress_with(files: &[(&str, &[u8])], options: &CompressOptions) -> (Vec
             data: d,
         })
         .collect();
-    let (archive, len, reports) =
-        compress_files(Vec::new(), &inputs, &CandidateSearch::default(), options, &|_| {}).expect("compress");
+    let (archive, len, reports) = compress_files(Vec::new(), &inputs, search, options, &|_| {}).expect("compress");
     assert_eq!(archive.len() as u64, len);
     (archive, reports)
 }

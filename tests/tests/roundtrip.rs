@@ -194,10 +194,11 @@ fn blake3_archives_check_blake3_digests() {
     }
 }
 
-/// `--fast-decode`'s search on a large BF16 tensor: whole words in eight-stream
-/// Huffman literals (`huffman8`), which every decode path rebuilds.
+/// `--fast-decode`'s search on a large BF16 tensor: whole words in one split
+/// Huffman literal (`hsplit`: sign and exponent coded, low mantissa bits packed),
+/// which every decode path rebuilds; the default search never writes one.
 #[test]
-fn fast_decode_archives_use_eight_stream_huffman_and_round_trip() {
+fn fast_decode_archives_use_split_huffman_and_round_trip() {
     use brevis_encoder::synth::CandidateSearch;
     use brevis_encoder::{compress_files, InputFile};
     use brevis_format::program::{parse, Limits, Node};
@@ -209,24 +210,40 @@ fn fast_decode_archives_use_eight_stream_huffman_and_round_trip() {
         archive_path: "w.safetensors".into(),
         data: &file,
     }];
-    let search = CandidateSearch::default().fast_decode();
-    let (archive, _, _) = compress_files(Vec::new(), &inputs, &search, &CompressOptions::default(), &|_| {}).unwrap();
-    fn has_huffman8(n: &Node) -> bool {
+    let program_of = |search: &CandidateSearch| {
+        let (archive, _, _) =
+            compress_files(Vec::new(), &inputs, search, &CompressOptions::default(), &|_| {}).unwrap();
+        let a = Archive::open(&archive, DecodeLimits::default()).unwrap();
+        let (_, seg) = a.find_segment("w").unwrap();
+        let chunk = brevis_format::archive::ChunkRecord::parse(a.chunk_body(&seg.chunks[0]).unwrap()).unwrap();
+        let program = parse(chunk.program, &Limits::default()).unwrap();
+        assert!(decode_all(&archive, &DecodeLimits::default()).unwrap()[0].data == file);
+        assert!(a.read_file(&a.files()[0]).unwrap() == file);
+        program
+    };
+    fn has_hsplit(n: &Node) -> bool {
         matches!(
             n,
             Node::Lit {
-                encoding: LitEncoding::Huffman8,
+                encoding: LitEncoding::HSplit,
                 ..
             }
-        ) || n.children().iter().any(has_huffman8)
+        ) || n.children().iter().any(has_hsplit)
     }
-    let a = Archive::open(&archive, DecodeLimits::default()).unwrap();
-    let (_, seg) = a.find_segment("w").unwrap();
-    let chunk = brevis_format::archive::ChunkRecord::parse(a.chunk_body(&seg.chunks[0]).unwrap()).unwrap();
-    let program = parse(chunk.program, &Limits::default()).unwrap();
-    assert!(has_huffman8(&program), "{program}");
-    assert!(decode_all(&archive, &DecodeLimits::default()).unwrap()[0].data == file);
-    assert!(a.read_file(&a.files()[0]).unwrap() == file);
+    let fast = program_of(&CandidateSearch::default().fast_decode());
+    assert!(
+        matches!(
+            fast,
+            Node::Lit {
+                encoding: LitEncoding::HSplit,
+                width: 16,
+                ..
+            }
+        ),
+        "{fast}"
+    );
+    let default = program_of(&CandidateSearch::default());
+    assert!(!has_hsplit(&default), "{default}");
 }
 
 #[test]

@@ -35,7 +35,7 @@ use brevis_format::archive::chunk_checksum;
 use brevis_format::program::{serialized_size, Node};
 use brevis_format::stream::Stream;
 
-use super::lit::{best_lit_below, LitPolicy};
+use super::lit::{best_lit_below, prefer_fast_root, LitPolicy};
 use super::prior::{Context, Prior, PriorCounts};
 use super::productions::{
     ctx_leaf, hole_lower_bound, lit_mode, mostly_repeated_words, open, productions, Grammar, LitMode, Prod, Role, Shape,
@@ -437,8 +437,9 @@ impl AStarSearch {
         });
         let node = build(&mut best.steps.iter());
         debug_assert_eq!(serialized_size(&node), best.g);
+        let node = prefer_fast_root(root, node, &self.lit);
         Solved {
-            size: best.g,
+            size: serialized_size(&node),
             node,
             expansions: run.expansions,
             trace: best

@@ -5,7 +5,7 @@ use brevis_format::ops::{MapOp, MergeOp, ScanOp};
 use brevis_format::program::{serialized_size, Node};
 use brevis_format::stream::Stream;
 
-use super::lit::{best_lit, best_lit_below, constant, leaf, LitPolicy};
+use super::lit::{best_lit, best_lit_below, constant, leaf, prefer_fast_root, LitPolicy};
 use super::productions::{self as prods, ctx_leaf, mostly_repeated_words, MAX_FIELD};
 use super::{Hint, Synthesizer};
 
@@ -426,9 +426,10 @@ impl Synthesizer for CandidateSearch {
             super::count_candidate();
         }
         // On ties the structured candidate (earlier) wins.
-        found
+        let best = found
             .into_iter()
             .min_by_key(serialized_size)
-            .expect("the literal is always a candidate")
+            .expect("the literal is always a candidate");
+        prefer_fast_root(root, best, &self.lit)
     }
 }

@@ -19,6 +19,11 @@ pub struct LitPolicy {
     pub decode_slack_ppm: u64,
     /// Try the neighbour-context coder (`Lit.nbr`), the slowest to decode.
     pub nbr: bool,
+    /// Try `Lit.hsplit` (high bits Huffman-coded a few words a lookup, low bits
+    /// packed), the fastest entropy-coded literal to decode. Only under
+    /// `--fast-decode`: it gives up a little of the low bits' skew, and the
+    /// ratio-first archives stay as they were.
+    pub hsplit: bool,
 }
 
 /// [`LitPolicy::zstd_retry_within`] for the chunks of tensors (and of records
@@ -40,6 +45,7 @@ impl LitPolicy {
             zstd_retry_within,
             decode_slack_ppm: DECODE_SLACK_PPM,
             nbr: true,
+            hsplit: false,
         }
     }
 
@@ -56,12 +62,13 @@ impl LitPolicy {
         }
     }
 
-    /// The same policy favouring decode speed: no `Lit.nbr`, and a slower
-    /// encoding must win by [`FAST_DECODE_SLACK_PPM`].
+    /// The same policy favouring decode speed: no `Lit.nbr`, `Lit.hsplit` tried,
+    /// and a slower encoding must win by [`FAST_DECODE_SLACK_PPM`].
     pub fn fast_decode(self) -> Self {
         LitPolicy {
             decode_slack_ppm: FAST_DECODE_SLACK_PPM,
             nbr: false,
+            hsplit: true,
             ..self
         }
     }
@@ -155,10 +162,13 @@ pub const FAST_DECODE_SLACK_PPM: u64 = 30_000;
 /// at a time, each step waiting on the word before it). Eight Huffman streams
 /// decode faster than four (16-bit words 887 against 726 Melem/s, 8-bit 1,520
 /// against 1,303: `cargo bench -p brevis-format --bench coders -- decode/huffman`)
-/// for a few bytes more, so they are kept wherever those bytes are within the slack.
-const BY_DECODE_SPEED: [LitEncoding; 7] = [
+/// for a few bytes more, so they are kept wherever those bytes are within the slack;
+/// `hsplit` decodes faster still (several words a lookup, and the low bits of
+/// floats' mantissas only unpacked).
+const BY_DECODE_SPEED: [LitEncoding; 8] = [
     LitEncoding::Raw,
     LitEncoding::BitPacked,
+    LitEncoding::HSplit,
     LitEncoding::Huffman8,
     LitEncoding::Huffman,
     LitEncoding::Rans,
@@ -169,6 +179,33 @@ const BY_DECODE_SPEED: [LitEncoding; 7] = [
 /// Shortest stream `huffman8` is tried on: below it, its few extra bytes are
 /// rarely within the slack, and its trial would cost an encoding pass.
 const HUFFMAN8_MIN_WORDS: usize = 4096;
+
+/// Shortest stream `hsplit` is tried on: its decoder builds a 4096-entry table,
+/// which shorter streams do not repay.
+const HSPLIT_MIN_WORDS: usize = 4096;
+
+/// Under a policy with [`LitPolicy::hsplit`] (`--fast-decode`), the program to
+/// keep for `root` given the search's `best`: the whole root as one `Lit.hsplit`
+/// where that is within the policy's decode slack of `best`'s size. One literal
+/// decodes in one pass; the structured programs the search finds for float words
+/// by exact size (`Merge.fields[1,8,7]` of a packed sign, a coded exponent and
+/// packed mantissas, say) win by a few bytes and decode in three passes and a
+/// merge.
+pub fn prefer_fast_root(root: &Stream, best: Node, policy: &LitPolicy) -> Node {
+    if !policy.hsplit || root.len() < HSPLIT_MIN_WORDS || matches!(best, Node::Lit { .. } | Node::Const { .. }) {
+        return best;
+    }
+    let Some(fast) = lit(root, LitEncoding::HSplit, 0) else {
+        return best;
+    };
+    let best_size = serialized_size(&best) as u128;
+    let slack = u128::from(policy.decode_slack_ppm.min(1_000_000));
+    if serialized_size(&fast) as u128 * 1_000_000 <= best_size * (1_000_000 + slack) {
+        fast
+    } else {
+        best
+    }
+}
 
 /// Shortest stream the neighbour-context coder is tried on: below it the
 /// per-context tables cost more than the context saves.
@@ -217,6 +254,11 @@ pub fn best_lit_below(s: &Stream, policy: &LitPolicy, bound: usize) -> Node {
     };
     for enc in [LitEncoding::Huffman, LitEncoding::Rans] {
         if let Some(node) = lit(s, enc, 0) {
+            keep(node, &mut sizes, &mut built);
+        }
+    }
+    if policy.hsplit && n >= HSPLIT_MIN_WORDS {
+        if let Some(node) = lit(s, LitEncoding::HSplit, 0) {
             keep(node, &mut sizes, &mut built);
         }
     }

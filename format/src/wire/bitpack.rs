@@ -13,10 +13,17 @@ pub fn encode<W: Word>(words: &[W], _width: u8) -> Vec<u8> {
     let k = (64 - max.leading_zeros()) as u8;
     let mut out = Vec::with_capacity(1 + (words.len() * usize::from(k)).div_ceil(8));
     out.push(k);
+    pack(words.iter().map(|w| w.to_u64()), k, &mut out);
+    out
+}
+
+/// Appends `values` (each below `2^k`) packed in `k` bits each, least significant
+/// bit first, the last byte zero-padded: the body of a `packed` payload.
+pub(crate) fn pack(values: impl Iterator<Item = u64>, k: u8, out: &mut Vec<u8>) {
     let mut acc: u128 = 0;
     let mut nbits = 0u32;
-    for &w in words {
-        acc |= u128::from(w.to_u64()) << nbits;
+    for v in values {
+        acc |= u128::from(v) << nbits;
         nbits += u32::from(k);
         while nbits >= 8 {
             out.push(acc as u8);
@@ -27,7 +34,6 @@ pub fn encode<W: Word>(words: &[W], _width: u8) -> Vec<u8> {
     if nbits > 0 {
         out.push(acc as u8);
     }
-    out
 }
 
 /// Unpacks `out.len()` words of at most `width` bits.
@@ -40,6 +46,13 @@ pub fn decode<W: Word>(payload: &[u8], width: u8, out: &mut [W]) -> Result<()> {
             what: "packed literal bit count (wider than the stream)",
         });
     }
+    unpack(body, k, out)
+}
+
+/// Unpacks `out.len()` words of `k` (0..=64) bits from `body`, which must be
+/// exactly `ceil(out.len() * k / 8)` bytes with zero padding bits: a `packed`
+/// payload after its `k` byte.
+pub(crate) fn unpack<W: Word>(body: &[u8], k: u8, out: &mut [W]) -> Result<()> {
     let bits = (out.len() as u128) * u128::from(k);
     let need = bits.div_ceil(8);
     if body.len() as u128 != need {
@@ -72,6 +85,11 @@ pub fn decode<W: Word>(payload: &[u8], width: u8, out: &mut [W]) -> Result<()> {
     if !narrow && !unpack_wide_groups(body, head, k) {
         unpack_wide(body, head, k);
     }
+    // WebAssembly: one loop for every width (16 unrolled copies cost ~3 KB
+    // gzipped there).
+    if narrow && cfg!(target_arch = "wasm32") {
+        unpack_groups_any(body, head, k);
+    }
     let (head_body, body) = body.split_at(groups * usize::from(k));
     macro_rules! bulk {
         ($($k:literal)*) => {
@@ -81,7 +99,7 @@ pub fn decode<W: Word>(payload: &[u8], width: u8, out: &mut [W]) -> Result<()> {
             }
         };
     }
-    if narrow {
+    if narrow && !cfg!(target_arch = "wasm32") {
         bulk!(1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16);
     }
     let m = mask(k);
@@ -168,6 +186,36 @@ fn unpack_groups_32<W: Word, const K: usize>(body: &[u8], out: &mut [W]) {
     }
 }
 
+/// [`unpack_groups`] for a `k` (1..=16) known at run time, from the start of
+/// `body`, as many groups as `out` holds (`body` has their bytes): each word by a
+/// 4-byte load (from byte `7k/8` at most of its group, so 3 bytes past the group
+/// suffice; the last groups, without them, read a zero-padded copy).
+fn unpack_groups_any<W: Word>(body: &[u8], out: &mut [W], k: u8) {
+    let m = mask(k);
+    let k = usize::from(k);
+    for (g, o) in out.chunks_exact_mut(8).enumerate() {
+        let mut copy = [0u8; 19];
+        let window = match body.get(g * k..g * k + k + 3) {
+            Some(w) => w,
+            None => {
+                let tail = body.get(g * k..).unwrap_or(&[]);
+                let n = tail.len().min(copy.len());
+                copy[..n].copy_from_slice(&tail[..n]);
+                &copy[..]
+            }
+        };
+        for (j, d) in o.iter_mut().enumerate() {
+            let bit = j * k;
+            let v = window
+                .get(bit / 8..)
+                .and_then(|w| w.first_chunk::<4>())
+                .copied()
+                .unwrap_or_default();
+            *d = W::from_u64(u64::from(u32::from_le_bytes(v) >> (bit % 8)) & m);
+        }
+    }
+}
+
 /// Unpacks groups of 8 words of `K` (1..=16) bits from `K` bytes each.
 #[inline]
 fn unpack_groups<W: Word, const K: usize>(body: &[u8], out: &mut [W]) {
@@ -202,6 +250,25 @@ fn unpack_groups<W: Word, const K: usize>(body: &[u8], out: &mut [W]) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// WebAssembly's run-time-width group loop gives what the native constant-width
+    /// ones give, for every width and group count, the last groups included.
+    #[test]
+    fn run_time_width_groups_match_the_constant_width_ones() {
+        for k in 1u8..=16 {
+            for n in [8usize, 16, 24, 64, 1000] {
+                let mut vals: Vec<u16> = (0..n as u32)
+                    .map(|i| (i.wrapping_mul(0x9E37_79B9).rotate_left(5) & ((1u32 << k) - 1)) as u16)
+                    .collect();
+                vals[0] = ((1u32 << k) - 1) as u16;
+                let p = encode(&vals, 16);
+                assert_eq!(p[0], k);
+                let mut out = alloc::vec![0u16; n / 8 * 8];
+                unpack_groups_any(&p[1..], &mut out, k);
+                assert_eq!(out, vals[..out.len()], "k {k} n {n}");
+            }
+        }
+    }
 
     /// Every bit count of 32-bit words and lengths around the bulk paths' groups of
     /// 8 words (narrow fields, and natively the constant-width wide ones).

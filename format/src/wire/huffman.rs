@@ -104,11 +104,7 @@ fn encode_lanes<W: Word, const L: usize>(symbols: &[W], width: u8) -> Option<Vec
     let mut w = BitWriter::default();
     write_symbol_set(&mut w, &syms);
     let lens = choose_lengths(&cs);
-    let mut prev = ceil_log2(syms.len() as u64);
-    for &l in &lens {
-        w.put_delta(i64::from(l) - i64::from(prev));
-        prev = u32::from(l);
-    }
+    write_lengths(&mut w, &lens);
     let mut out = w.finish();
 
     // (code, length) by symbol value.
@@ -148,13 +144,7 @@ fn decode_lanes<W: Word>(payload: &[u8], width: u8, out: &mut [W], lanes: usize)
     };
     let lens = read_lengths(&mut br, syms.len())?;
     let table_end = br.finish()?;
-    let maxlen = u32::from(lens.iter().copied().max().unwrap_or(1));
-    let kraft: u64 = lens.iter().map(|&l| 1u64 << (maxlen - u32::from(l))).sum();
-    if kraft != 1u64 << maxlen {
-        return Err(FormatError::Corrupt {
-            what: "huffman code lengths (not a complete prefix code)",
-        });
-    }
+    let maxlen = complete_code_depth(&lens)?;
 
     let codes = canonical_codes(&lens);
     let rest = &payload[table_end..];
@@ -202,18 +192,7 @@ fn decode_streams<W: Word, E: Entry>(
     out: &mut [W],
 ) -> Result<()> {
     let bits = table_bits(maxlen);
-    // Lookup table on the next `bits` bits: a code of length `l` fills the
-    // `2^(bits - l)` slots that start with it.
-    let mut table = vec![E::default(); 1 << bits];
-    for ((&s, &c), &l) in syms.iter().zip(codes).zip(lens) {
-        let span = 1usize << (bits - u32::from(l));
-        let at = (c as usize) << (bits - u32::from(l));
-        // Always in bounds for a complete code (checked by the caller).
-        let slots = table
-            .get_mut(at..at + span)
-            .ok_or(FormatError::Corrupt { what: WHAT })?;
-        slots.fill(E::new(s, u32::from(l)));
-    }
+    let table = lookup_table(syms, lens, codes, bits, E::new)?;
 
     // Each stream's (start, end) in `rest`: the sizes of all but the last, then
     // the streams.
@@ -382,8 +361,53 @@ fn run_lanes<W: Word, T: Lookup>(payload: &[u8], table: &T, lanes: &mut [Lane], 
     }
 }
 
+/// Writes the code lengths `lens` (of at least two symbols, in increasing symbol
+/// order) as the table's deltas.
+pub(super) fn write_lengths(w: &mut BitWriter, lens: &[u8]) {
+    let mut prev = ceil_log2(lens.len() as u64);
+    for &l in lens {
+        w.put_delta(i64::from(l) - i64::from(prev));
+        prev = u32::from(l);
+    }
+}
+
+/// The longest of the code lengths `lens`, which must form a complete prefix code.
+pub(super) fn complete_code_depth(lens: &[u8]) -> Result<u32> {
+    let maxlen = u32::from(lens.iter().copied().max().unwrap_or(1));
+    let kraft: u64 = lens.iter().map(|&l| 1u64 << (maxlen - u32::from(l))).sum();
+    if kraft != 1u64 << maxlen {
+        return Err(FormatError::Corrupt {
+            what: "huffman code lengths (not a complete prefix code)",
+        });
+    }
+    Ok(maxlen)
+}
+
+/// The lookup table on the next `bits` bits (at least the longest code) of a
+/// complete code: a code of length `l` fills the `2^(bits - l)` slots that start
+/// with it, each with `entry(symbol, l)`.
+pub(super) fn lookup_table<E: Copy + Default>(
+    syms: &[u32],
+    lens: &[u8],
+    codes: &[u32],
+    bits: u32,
+    entry: fn(u32, u32) -> E,
+) -> Result<Vec<E>> {
+    let mut table = vec![E::default(); 1 << bits];
+    for ((&s, &c), &l) in syms.iter().zip(codes).zip(lens) {
+        let span = 1usize << (bits - u32::from(l));
+        let at = (c as usize) << (bits - u32::from(l));
+        // Always in bounds for a complete code (checked by the caller).
+        let slots = table
+            .get_mut(at..at + span)
+            .ok_or(FormatError::Corrupt { what: WHAT })?;
+        slots.fill(entry(s, u32::from(l)));
+    }
+    Ok(table)
+}
+
 /// Reads the code lengths of `nsym >= 2` symbols.
-fn read_lengths(br: &mut BitReader<'_>, nsym: usize) -> Result<Vec<u8>> {
+pub(super) fn read_lengths(br: &mut BitReader<'_>, nsym: usize) -> Result<Vec<u8>> {
     let mut lens = Vec::with_capacity(nsym);
     let mut prev = i64::from(ceil_log2(nsym as u64));
     for _ in 0..nsym {
@@ -419,17 +443,17 @@ fn load_tail(payload: &[u8], pos: usize) -> u64 {
 /// (every table slot that starts with it holds it), so they change nothing unless the
 /// lane reads past its end, which `check_end` rejects.
 #[derive(Clone, Copy, Default)]
-struct Lane {
-    pos: usize,
-    used: u32,
-    word: u64,
+pub(super) struct Lane {
+    pub(super) pos: usize,
+    pub(super) used: u32,
+    pub(super) word: u64,
 }
 
 impl Lane {
     /// Moves `pos` up to the first byte not wholly consumed and reloads `word`: at
     /// least 57 bits are then unconsumed.
     #[inline(always)]
-    fn refill(&mut self, payload: &[u8]) {
+    pub(super) fn refill(&mut self, payload: &[u8]) {
         self.pos += (self.used >> 3) as usize;
         self.used &= 7;
         self.word = match payload.get(self.pos..).and_then(|d| d.first_chunk::<8>()) {
@@ -448,7 +472,7 @@ impl Lane {
 
     /// The stream (`data`, starting at payload offset `start`) must end exactly in its
     /// last byte, padded with one bits.
-    fn check_end(&self, data: &[u8], start: usize) -> Result<()> {
+    pub(super) fn check_end(&self, data: &[u8], start: usize) -> Result<()> {
         let consumed = (self.pos - start) as u64 * 8 + u64::from(self.used);
         let len = data.len() as u64;
         if consumed > len * 8 {
@@ -488,7 +512,7 @@ fn choose_lengths(counts: &[u64]) -> Vec<u8> {
 }
 
 /// Canonical codes for `lens` (in increasing symbol order).
-fn canonical_codes(lens: &[u8]) -> Vec<u32> {
+pub(super) fn canonical_codes(lens: &[u8]) -> Vec<u32> {
     let mut bl_count = [0u32; MAX_CODE_LEN as usize + 1];
     for &l in lens {
         bl_count[usize::from(l)] += 1;
@@ -516,7 +540,7 @@ fn canonical_codes(lens: &[u8]) -> Vec<u32> {
 /// chooses its two items in the list below. Leaves come in weight order in every list,
 /// so the chosen leaves of a list are a prefix, and a leaf's length is the number of
 /// lists whose chosen prefix holds it.
-fn limited_lengths(weights: &[u64], limit: u32) -> Vec<u8> {
+pub(super) fn limited_lengths(weights: &[u64], limit: u32) -> Vec<u8> {
     let n = weights.len();
     let mut order: Vec<usize> = (0..n).collect();
     order.sort_by_key(|&i| (weights[i], i));

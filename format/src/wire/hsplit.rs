@@ -1,0 +1,571 @@
+//! `hsplit` (tag 8): each word split into a high part, Huffman-coded with a code of
+//! at most 12 bits in four bit streams that each hold one contiguous run of words,
+//! and its `k` low bits, stored packed.
+//!
+//! Made to decode fast. The low bits of a float's mantissa are close to uniform, so
+//! storing them as they are costs little (a few tenths of a percent of a BF16
+//! tensor against coding whole words), while the high part (sign and exponent) is
+//! very skewed: its codes are short, and the decoder's 2^12-entry table gives up to
+//! three words a lookup. Because each stream holds a contiguous run of words (not
+//! words dealt round-robin, as in `huffman`), a lookup's words are stored next to
+//! each other, and the four streams give four independent chains of lookups.
+//!
+//! # Payload
+//!
+//! An empty stream (`count = 0`) has an empty payload. Otherwise, with `h = b - k`:
+//!
+//! 1. `[u8] k`, the low bits per word: `0 <= k < b`.
+//! 2. **Table** of the high parts (`word >> k`, `h` bits each), a bit string exactly
+//!    as `huffman`'s table for a stream of width `h` (the symbol set, then, when at
+//!    least two symbols are present, their code lengths), zero-padded to a whole
+//!    byte, except that every code length MUST be at most 12.
+//! 3. If at least two high parts are present: the **stream sizes**, the byte lengths
+//!    of streams 0, 1 and 2 as varints.
+//! 4. **Low bits**: the low `k` bits of every word, packed least significant bit
+//!    first into `ceil(count * k / 8)` bytes, the last zero-padded (a `packed` body).
+//! 5. If at least two high parts are present: **streams 0..4**, concatenated; stream
+//!    3 is the rest of the payload. With `r = ceil(count / 4)`, stream `j` holds the
+//!    codes of the high parts of words `j*r` to `min((j+1)*r, count) - 1` (so the
+//!    last streams may hold none), each code most significant bit first, packed most
+//!    significant bit first, padded to a whole byte with one bits (as in `huffman`:
+//!    exactly `ceil(bits / 8)` bytes, every padding bit 1).
+//!
+//! With a single high part present, every word's high part is that symbol and the
+//! payload ends after the low bits.
+//!
+//! Word `i` is `high_i << k | low_i`.
+
+use alloc::vec;
+use alloc::vec::Vec;
+
+use super::bitpack;
+use super::huffman::lookup_table;
+use super::huffman::{canonical_codes, complete_code_depth, limited_lengths, read_lengths, write_lengths, Lane};
+use super::tables::{read_symbol_set, symbol_counts, write_symbol_set, BitReader, BitWriter};
+use super::MAX_ENTROPY_WIDTH;
+use crate::bytes::{put_varint, ByteReader};
+use crate::error::{FormatError, Result};
+use crate::stream::{mask, Word};
+
+/// Bit streams (each one contiguous run of words).
+pub const LANES: usize = 4;
+/// Longest code length, and the bits the decode table looks up.
+pub const TABLE_BITS: u32 = 12;
+const SLOTS: usize = 1 << TABLE_BITS;
+/// Words one table entry holds at most.
+const PER_ENTRY: usize = 3;
+/// Lookups between two refills of a lane: 4 x 12 bits fit the 57 a refill leaves.
+const LOOKUPS: usize = 4;
+/// Words a lane may write between two checks of the room left in its run.
+const ROOM: usize = LOOKUPS * PER_ENTRY;
+/// Words whose low bits are unpacked at a time (a multiple of 8, so each block's
+/// low bits start on a byte).
+const LOW_BLOCK: usize = 2048;
+/// How much bigger (parts per 10 000 of the estimated bits) a split with more low
+/// bits may be and still be chosen: fewer Huffman-coded bits decode faster.
+const SPLIT_SLACK: f64 = 100.0;
+
+const WHAT: &str = "hsplit literal";
+
+/// Encodes `symbols` (each below `2^width`, `width` 1..=16) with the split that
+/// [`best_split`] picks. Returns `None` for a width outside 1..=16, a symbol that
+/// does not fit `width`, or when no split has at most 4096 distinct high parts.
+pub fn encode<W: Word>(symbols: &[W], width: u8) -> Option<Vec<u8>> {
+    if symbols.is_empty() {
+        return (1..=MAX_ENTROPY_WIDTH).contains(&width).then(Vec::new);
+    }
+    let counts = symbol_counts(symbols, width)?;
+    encode_split(symbols, width, best_split(&counts, width)?)
+}
+
+/// The number of low bits `k` to store packed, from the counts of every word value:
+/// the largest `k` whose estimated size (order-0 entropy of the high parts, plus the
+/// low bits) is within 1% of the smallest estimate, among the splits
+/// with at most 4096 distinct high parts.
+pub fn best_split(counts: &[u64], width: u8) -> Option<u8> {
+    let n: u64 = counts.iter().sum();
+    let estimates: Vec<(u8, f64)> = (0..width).filter_map(|k| Some((k, estimate(counts, n, k)?))).collect();
+    let best = estimates.iter().map(|&(_, e)| e).fold(f64::INFINITY, f64::min);
+    estimates
+        .iter()
+        .rev()
+        .find(|&&(_, e)| e <= best * (1.0 + SPLIT_SLACK / 10_000.0))
+        .map(|&(k, _)| k)
+}
+
+/// Estimated bits of all `n` words with `k` low bits packed, or `None` if the high
+/// parts take more than 4096 values.
+fn estimate(counts: &[u64], n: u64, k: u8) -> Option<f64> {
+    let mut bits = n as f64 * f64::from(k);
+    let mut present = 0usize;
+    for group in counts.chunks(1 << k) {
+        let c: u64 = group.iter().sum();
+        if c > 0 {
+            present += 1;
+            bits += c as f64 * libm::log2(n as f64 / c as f64);
+        }
+    }
+    // About four bits of table a present symbol.
+    (present <= SLOTS).then_some(bits + 4.0 * present as f64)
+}
+
+/// Encodes `symbols` with `k` low bits packed. Returns `None` where `hsplit` cannot:
+/// a width outside 1..=16, `k >= width`, a symbol wider than `width`, or more than
+/// 4096 distinct high parts.
+pub fn encode_split<W: Word>(symbols: &[W], width: u8, k: u8) -> Option<Vec<u8>> {
+    if width == 0 || width > MAX_ENTROPY_WIDTH || k >= width {
+        return None;
+    }
+    if symbols.is_empty() {
+        return Some(Vec::new());
+    }
+    let highs: Vec<u16> = symbols.iter().map(|s| (s.to_u64() >> k) as u16).collect();
+    if symbols.iter().any(|s| s.to_u64() > mask(width)) {
+        return None;
+    }
+    let counts = symbol_counts(&highs, width - k)?;
+    let (syms, cs): (Vec<u32>, Vec<u64>) = counts
+        .iter()
+        .enumerate()
+        .filter(|(_, &c)| c > 0)
+        .map(|(s, &c)| (s as u32, c))
+        .unzip();
+    if syms.len() > SLOTS {
+        return None;
+    }
+    let mut out = vec![k];
+    let mut w = BitWriter::default();
+    write_symbol_set(&mut w, &syms);
+    let lens = (syms.len() >= 2).then(|| limited_lengths(&cs, TABLE_BITS));
+    if let Some(lens) = &lens {
+        write_lengths(&mut w, lens);
+    }
+    out.extend_from_slice(&w.finish());
+
+    let mut streams = Vec::new();
+    if let Some(lens) = &lens {
+        let mut code = vec![(0u32, 0u32); counts.len()];
+        for ((&s, &c), &l) in syms.iter().zip(&canonical_codes(lens)).zip(lens) {
+            code[s as usize] = (c, u32::from(l));
+        }
+        let run = highs.len().div_ceil(LANES);
+        streams = highs
+            .chunks(run)
+            .map(|part| {
+                let mut st = BitWriter::default();
+                for &h in part {
+                    let (c, l) = code[usize::from(h)];
+                    st.put(c, l);
+                }
+                st.finish_ones()
+            })
+            .collect();
+        streams.resize(LANES, Vec::new());
+        for st in &streams[..LANES - 1] {
+            put_varint(&mut out, st.len() as u64);
+        }
+    }
+    bitpack::pack(symbols.iter().map(|s| s.to_u64() & mask(k)), k, &mut out);
+    for st in &streams {
+        out.extend_from_slice(st);
+    }
+    Some(out)
+}
+
+/// Decodes `out.len()` words of `width` bits from a payload made by [`encode`].
+pub fn decode<W: Word>(payload: &[u8], width: u8, out: &mut [W]) -> Result<()> {
+    if width == 0 || width > MAX_ENTROPY_WIDTH || u32::from(width) > W::BITS {
+        return Err(FormatError::BadWidth { width });
+    }
+    if out.is_empty() {
+        return match payload.len() {
+            0 => Ok(()),
+            n => Err(FormatError::TrailingBytes {
+                what: WHAT,
+                count: n as u64,
+            }),
+        };
+    }
+    let (&k, rest) = payload.split_first().ok_or(FormatError::Truncated {
+        what: "hsplit low-bit count",
+    })?;
+    if k >= width {
+        return Err(FormatError::Invalid {
+            what: "hsplit low-bit count (not below the width)",
+        });
+    }
+    let mut br = BitReader::new(rest);
+    let syms = read_symbol_set(&mut br, width - k)?;
+    let lens = match syms.len() {
+        1 => None,
+        n => Some(read_lengths(&mut br, n)?),
+    };
+    let mut r = ByteReader::new(&rest[br.finish()?..]);
+    let mut sizes = [0usize; LANES - 1];
+    if lens.is_some() {
+        for s in sizes.iter_mut() {
+            *s = r.varint_usize("hsplit stream size", rest.len() as u64)?;
+        }
+    }
+    let low_bytes = (out.len() as u64 * u64::from(k)).div_ceil(8);
+    let low = r.bytes(usize::try_from(low_bytes).unwrap_or(usize::MAX), "hsplit low bits")?;
+    let streams = r.rest();
+    match &lens {
+        Some(lens) => decode_high(streams, &sizes, &syms, lens, out)?,
+        None if !streams.is_empty() => {
+            return Err(FormatError::TrailingBytes {
+                what: WHAT,
+                count: streams.len() as u64,
+            })
+        }
+        None => out.fill(W::from_u64(u64::from(syms[0]))),
+    }
+    if k > 0 {
+        append_low_bits(low, k, out)?;
+    }
+    Ok(())
+}
+
+/// Shifts every word of `out` left by `k` and puts its low bits from `low` (which
+/// holds exactly `ceil(out.len() * k / 8)` bytes) below, by blocks unpacked in bulk.
+fn append_low_bits<W: Word>(low: &[u8], k: u8, out: &mut [W]) -> Result<()> {
+    let mut buf = [W::default(); LOW_BLOCK];
+    for (o, body) in out
+        .chunks_mut(LOW_BLOCK)
+        .zip(low.chunks(LOW_BLOCK / 8 * usize::from(k)))
+    {
+        let buf = &mut buf[..o.len()];
+        bitpack::unpack(body, k, buf)?;
+        for (d, &l) in o.iter_mut().zip(buf.iter()) {
+            *d = W::from_u64(d.to_u64() << k | l.to_u64());
+        }
+    }
+    Ok(())
+}
+
+/// Decodes the high parts into `out` from the four streams.
+fn decode_high<W: Word>(
+    streams: &[u8],
+    sizes: &[usize; LANES - 1],
+    syms: &[u32],
+    lens: &[u8],
+    out: &mut [W],
+) -> Result<()> {
+    if complete_code_depth(lens)? > TABLE_BITS {
+        return Err(FormatError::Invalid {
+            what: "hsplit code length (over 12 bits)",
+        });
+    }
+    let codes = canonical_codes(lens);
+    let table = multi_table(syms, lens, &codes)?;
+
+    // Each stream's (start, end) in `streams`.
+    let mut bounds = [(0usize, 0usize); LANES];
+    let mut start = 0usize;
+    for (j, b) in bounds.iter_mut().enumerate() {
+        let end = match sizes.get(j) {
+            Some(&len) => start.checked_add(len).filter(|&e| e <= streams.len()),
+            None => Some(streams.len()),
+        }
+        .ok_or(FormatError::Truncated { what: "hsplit stream" })?;
+        *b = (start, end);
+        start = end;
+    }
+    let mut lanes = [Lane::default(); LANES];
+    for (l, &(start, _)) in lanes.iter_mut().zip(&bounds) {
+        l.pos = start;
+    }
+    let run = out.len().div_ceil(LANES);
+    let mut runs: [&mut [W]; LANES] = Default::default();
+    let mut rest = out;
+    for r in runs.iter_mut() {
+        let len = run.min(rest.len());
+        let (head, tail) = core::mem::take(&mut rest).split_at_mut(len);
+        *r = head;
+        rest = tail;
+    }
+    run_lanes(
+        streams,
+        table
+            .as_slice()
+            .try_into()
+            .map_err(|_| FormatError::Corrupt { what: WHAT })?,
+        &mut lanes,
+        runs,
+    );
+
+    for (l, &(start, end)) in lanes.iter().zip(&bounds) {
+        l.check_end(&streams[start..end], start)?;
+    }
+    Ok(())
+}
+
+/// The decode table on the next 12 bits: entry = up to three high parts in bits
+/// 0..16, 16..32 and 32..48, the bits they take in bits 48..56, how many they are
+/// in bits 56..60, and the first one's code length in bits 60..64.
+fn multi_table(syms: &[u32], lens: &[u8], codes: &[u32]) -> Result<Vec<u64>> {
+    let single = lookup_table(syms, lens, codes, TABLE_BITS, |s, l| u64::from(s) << 8 | u64::from(l))?;
+    Ok((0..SLOTS)
+        .map(|slot| {
+            let first = single[slot];
+            let mut entry = first >> 8;
+            let mut used = first & 0xff;
+            let mut count = 1;
+            while count < PER_ENTRY {
+                // The next code's slot, with zeros for the bits not looked up: a
+                // code no longer than the bits left is decided by them.
+                let next = single[(slot << used) & (SLOTS - 1)];
+                if used + (next & 0xff) > u64::from(TABLE_BITS) {
+                    break;
+                }
+                entry |= (next >> 8) << (16 * count);
+                used += next & 0xff;
+                count += 1;
+            }
+            entry | used << 48 | (count as u64) << 56 | (first & 0xff) << 60
+        })
+        .collect())
+}
+
+/// Decodes every run from its lane: the four lanes in step while each has room for
+/// [`ROOM`] more words, then each lane alone, then its last words one at a time.
+fn run_lanes<W: Word>(payload: &[u8], table: &[u64; SLOTS], lanes: &mut [Lane; LANES], mut runs: [&mut [W]; LANES]) {
+    let mut at = [0usize; LANES];
+    'together: loop {
+        for (run, &a) in runs.iter().zip(&at) {
+            if a + ROOM > run.len() {
+                break 'together;
+            }
+        }
+        for l in lanes.iter_mut() {
+            l.refill(payload);
+        }
+        for _ in 0..LOOKUPS {
+            for ((l, run), a) in lanes.iter_mut().zip(runs.iter_mut()).zip(at.iter_mut()) {
+                step(l, table, run, a);
+            }
+        }
+    }
+    for ((l, run), a) in lanes.iter_mut().zip(runs.iter_mut()).zip(at.iter_mut()) {
+        while *a + ROOM <= run.len() {
+            l.refill(payload);
+            for _ in 0..LOOKUPS {
+                step(l, table, run, a);
+            }
+        }
+        while let Some(d) = run.get_mut(*a) {
+            l.refill(payload);
+            let e = lookup(l, table);
+            *d = W::from_u64(e & 0xffff);
+            l.used += (e >> 60) as u32;
+            *a += 1;
+        }
+    }
+}
+
+/// The table entry of a lane's next 12 bits.
+#[inline(always)]
+fn lookup(l: &Lane, table: &[u64; SLOTS]) -> u64 {
+    table[((l.word << l.used) >> (64 - TABLE_BITS)) as usize]
+}
+
+/// One lookup: stores its (up to three) words at `run[*at..]`, which must have room
+/// for three, and moves on by the words and bits it decoded.
+#[inline(always)]
+fn step<W: Word>(l: &mut Lane, table: &[u64; SLOTS], run: &mut [W], at: &mut usize) {
+    let e = lookup(l, table);
+    let dst = &mut run[*at..*at + PER_ENTRY];
+    dst[0] = W::from_u64(e & 0xffff);
+    dst[1] = W::from_u64((e >> 16) & 0xffff);
+    dst[2] = W::from_u64((e >> 32) & 0xffff);
+    *at += ((e >> 56) & 15) as usize;
+    l.used += ((e >> 48) & 0xff) as u32;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::tables::testing::{self as shared, geometric, round_trip, to_width, Rng};
+    use super::*;
+    use proptest::prelude::*;
+
+    struct HSplit;
+    impl shared::Coder for HSplit {
+        const NAME: &'static str = "hsplit";
+        const RARE_SYMBOL_BYTES: usize = 1300;
+        const TABLE_BYTES: [usize; 2] = [200, 700];
+        // The split may cost up to 1% over the best estimate (`SPLIT_SLACK`), the
+        // 12-bit limit and the Huffman code's own redundancy come on top.
+        const DATA_SLACK: f64 = 1.025;
+        const SMALL_STREAM: (f64, f64) = (1.05, 40.0);
+        fn encode<W: Word>(symbols: &[W], width: u8) -> Option<Vec<u8>> {
+            encode(symbols, width)
+        }
+        fn decode<W: Word>(payload: &[u8], width: u8, out: &mut [W]) -> Result<()> {
+            decode(payload, width, out)
+        }
+        fn table_len(payload: &[u8], width: u8) -> usize {
+            let mut br = BitReader::new(&payload[1..]);
+            let syms = read_symbol_set(&mut br, width - payload[0]).unwrap();
+            read_lengths(&mut br, syms.len()).unwrap();
+            1 + br.finish().unwrap()
+        }
+    }
+
+    #[test]
+    fn round_trips_random_and_skewed() {
+        shared::round_trips_random_and_skewed::<HSplit>();
+    }
+
+    #[test]
+    fn all_65536_symbols() {
+        shared::all_65536_symbols::<HSplit>();
+    }
+
+    #[test]
+    fn table_is_compact() {
+        shared::table_is_compact::<HSplit>();
+    }
+
+    #[test]
+    fn size_close_to_entropy() {
+        shared::size_close_to_entropy::<HSplit>();
+    }
+
+    #[test]
+    fn small_streams_have_small_overhead() {
+        shared::small_streams_have_small_overhead::<HSplit>();
+    }
+
+    #[test]
+    fn every_truncation_fails() {
+        shared::every_truncation_fails::<HSplit>();
+    }
+
+    #[test]
+    fn bad_widths() {
+        shared::bad_widths::<HSplit>();
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(2000))]
+        #[test]
+        fn arbitrary_bytes_never_panic(bytes in proptest::collection::vec(any::<u8>(), 0..200), n in 0usize..300, width in 1u8..=16) {
+            shared::arbitrary_bytes_never_panic::<HSplit>(&bytes, n, width)?;
+        }
+
+        #[test]
+        fn flipped_payloads_never_panic(seed in any::<u64>(), flips in proptest::collection::vec((any::<usize>(), 1u8..=255), 1..4), n in 1usize..400, width in proptest::sample::select(std::vec![1u8, 3, 8, 10, 16])) {
+            shared::flipped_payloads_never_panic::<HSplit>(seed, &flips, n, width)?;
+        }
+
+        #[test]
+        fn every_split_round_trips(v in proptest::collection::vec(any::<u16>(), 0..700), width in 1u8..=16, k in 0u8..16) {
+            let v = to_width(&v, width);
+            let Some(p) = encode_split(&v, width, k % width) else { return Ok(()) };
+            let mut back = std::vec![0u16; v.len()];
+            decode(&p, width, &mut back).unwrap();
+            prop_assert_eq!(back, v);
+        }
+    }
+
+    #[test]
+    fn empty_and_single_high_part() {
+        assert!(round_trip::<HSplit, u8>(&[], 8).is_empty());
+        assert!(decode::<u8>(&[0], 8, &mut []).is_err());
+        assert!(matches!(
+            decode::<u8>(&[], 8, &mut [0]),
+            Err(FormatError::Truncated { .. })
+        ));
+        // One high part, the low bits varying: k byte, symbol set, low bits.
+        let v: Vec<u16> = (0..1000).map(|i| 0x3f00 | (i % 256)).collect();
+        let p = encode_split(&v, 16, 8).unwrap();
+        assert!(p.len() <= 1 + 4 + 1000, "{}", p.len());
+        let mut back = std::vec![0u16; v.len()];
+        decode(&p, 16, &mut back).unwrap();
+        assert_eq!(back, v);
+        let mut long = p.clone();
+        long.push(0xff);
+        assert!(matches!(
+            decode(&long, 16, &mut back),
+            Err(FormatError::TrailingBytes { .. })
+        ));
+    }
+
+    /// BF16-like words: the split keeps the mantissa's low bits packed, and the
+    /// lanes (each a quarter of the words, of different spread) finish unevenly.
+    #[test]
+    fn float_like_words_split_at_the_mantissa() {
+        let mut rng = Rng(7);
+        let v: Vec<u16> = (0..100_003)
+            .map(|i| {
+                let exp = geometric(1, 8, [0.5, 0.7, 0.9, 0.3][i * 4 / 100_003], i as u64)[0];
+                let sign = (rng.next() & 1) as u16;
+                sign << 15 | (120 - exp.min(120)) << 7 | (rng.next() & 0x7f) as u16
+            })
+            .collect();
+        let counts = symbol_counts(&v, 16).unwrap();
+        assert_eq!(best_split(&counts, 16), Some(7));
+        let p = round_trip::<HSplit, _>(&v, 16);
+        assert_eq!(p[0], 7);
+    }
+
+    /// A code of 13 bits is valid for `huffman` but not here.
+    #[test]
+    fn codes_over_12_bits_are_rejected() {
+        let lens: Vec<u8> = (1..=13).chain([13]).collect();
+        let syms: Vec<u32> = (0..14).collect();
+        let mut w = BitWriter::default();
+        write_symbol_set(&mut w, &syms);
+        write_lengths(&mut w, &lens);
+        let mut p = std::vec![0u8];
+        p.extend(w.finish());
+        p.extend([0, 0, 0, 0]);
+        let mut out = [0u16; 4];
+        assert!(matches!(decode(&p, 4, &mut out), Err(FormatError::Invalid { .. })));
+    }
+
+    #[test]
+    fn low_bit_count_must_be_below_the_width() {
+        let v = [1u8, 2, 3, 0];
+        let mut p = encode_split(&v, 2, 1).unwrap();
+        p[0] = 2;
+        assert!(matches!(decode(&p, 2, &mut [0u8; 4]), Err(FormatError::Invalid { .. })));
+        assert!(encode_split(&v, 2, 2).is_none());
+    }
+
+    /// A lane reads ahead into the next lane's bytes; moving the boundary between two
+    /// streams must still be caught.
+    #[test]
+    fn moved_stream_boundaries_fail() {
+        for width in [8u8, 12] {
+            let v = geometric(4001, width, 0.97, u64::from(width));
+            let p = encode_split(&v, width, 0).unwrap();
+            let mut br = BitReader::new(&p[1..]);
+            let syms = read_symbol_set(&mut br, width).unwrap();
+            read_lengths(&mut br, syms.len()).unwrap();
+            let table_end = 1 + br.finish().unwrap();
+            let mut r = ByteReader::new(&p[table_end..]);
+            let sizes: Vec<u64> = (0..3).map(|_| r.varint("size").unwrap()).collect();
+            let streams = &p[table_end + r.position()..];
+            let mut out = std::vec![0u16; v.len()];
+            for j in 0..3 {
+                for delta in [-1i64, 1] {
+                    let mut moved = sizes.clone();
+                    moved[j] = sizes[j].wrapping_add_signed(delta);
+                    if j + 1 < 3 {
+                        moved[j + 1] = sizes[j + 1].wrapping_add_signed(-delta);
+                    }
+                    let mut q = p[..table_end].to_vec();
+                    for &m in &moved {
+                        put_varint(&mut q, m);
+                    }
+                    q.extend_from_slice(streams);
+                    assert!(
+                        decode(&q, width, &mut out).is_err(),
+                        "width {width}, stream {j}, {delta:+}"
+                    );
+                }
+            }
+        }
+    }
+}
