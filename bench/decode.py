@@ -260,8 +260,9 @@ def render(results: dict) -> str:
     lines += [
         "",
         "The speed/size knob: the same files compressed with `brevis compress --fast-decode` (no",
-        "context-coded literals; a slower-decoding literal encoding only where it is 3% smaller; BLAKE3",
-        "file digests instead of SHA-256), decoded the same way (`brevis verify`, best of the same runs).",
+        "context-coded literals; split Huffman literals, `Lit.hsplit`, for float words and fields; a",
+        "slower-decoding literal encoding only where it is 3% smaller; BLAKE3 file digests instead of",
+        "SHA-256), decoded the same way (`brevis verify`, best of the same runs).",
         "",
         "| file | default archive B | `--fast-decode` archive B | size | fast 1 thread | fast ÷ default 1 thread |"
         " fast 2 threads | fast 2 threads ÷ 1 | fast ÷ ZipNN | fast ÷ zstd -3 |",

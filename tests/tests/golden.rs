@@ -323,9 +323,9 @@ fn nbr_golden_archive_has_neighbour_context_literals() {
     assert_made_from("v1-nbr", &v1_nbr_inputs());
 }
 
-/// The inputs of `v1-hsplit.brv`: BF16 and FP16 tensors and int8 bytes, large
-/// enough for `--fast-decode` to give them split Huffman literals (`Lit.hsplit`,
-/// encoding 8).
+/// The inputs of `v1-hsplit.brv`: BF16 and FP16 tensors large enough for
+/// `--fast-decode` to give them split Huffman literals (`Lit.hsplit`, encoding 8),
+/// and int8 bytes beside them (other literals).
 fn v1_hsplit_inputs() -> Vec<(String, Vec<u8>)> {
     let weights = safetensors_file(&[
         (
@@ -348,8 +348,8 @@ fn bless_hsplit() {
     bless_archive_using("v1-hsplit", &v1_hsplit_inputs(), &search, &CompressOptions::default());
 }
 
-/// `v1-hsplit.brv` holds split Huffman literals of whole 16-bit words (some with
-/// low bits packed), and the inputs it was made from are the ones in this file.
+/// `v1-hsplit.brv` holds split Huffman literals of whole 16-bit words (low bits
+/// packed), and the inputs it was made from are the ones in this file.
 #[test]
 fn hsplit_golden_archive_has_split_huffman_literals() {
     let archive = fs::read(golden_dir().join("v1-hsplit.brv")).unwrap();

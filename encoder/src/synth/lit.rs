@@ -181,18 +181,27 @@ const BY_DECODE_SPEED: [LitEncoding; 8] = [
 const HUFFMAN8_MIN_WORDS: usize = 4096;
 
 /// Shortest stream `hsplit` is tried on: its decoder builds a 4096-entry table,
-/// which shorter streams do not repay.
+/// which shorter streams do not repay. It is tried on streams of 9 to 16 bits
+/// only (float words, FP32's sign and exponent): on bytes it was larger and no
+/// faster than `huffman8` (`--fast-decode` archives, `bench/threads.py --runs
+/// 15`: the int8 ONNX all-MiniLM 20,982,396 B and 0.0275 s against 20,818,072 B
+/// and 0.0241 s; the derived FP8 file 18,850,305 B and 0.0278 s against
+/// 18,688,159 B and 0.0267 s): a byte's codes are too long for several a lookup.
 const HSPLIT_MIN_WORDS: usize = 4096;
 
 /// Under a policy with [`LitPolicy::hsplit`] (`--fast-decode`), the program to
-/// keep for `root` given the search's `best`: the whole root as one `Lit.hsplit`
+/// keep for `root` (of 9 to 16 bits) given the search's `best`: the whole root as one `Lit.hsplit`
 /// where that is within the policy's decode slack of `best`'s size. One literal
 /// decodes in one pass; the structured programs the search finds for float words
 /// by exact size (`Merge.fields[1,8,7]` of a packed sign, a coded exponent and
 /// packed mantissas, say) win by a few bytes and decode in three passes and a
 /// merge.
 pub fn prefer_fast_root(root: &Stream, best: Node, policy: &LitPolicy) -> Node {
-    if !policy.hsplit || root.len() < HSPLIT_MIN_WORDS || matches!(best, Node::Lit { .. } | Node::Const { .. }) {
+    if !policy.hsplit
+        || root.width() <= 8
+        || root.len() < HSPLIT_MIN_WORDS
+        || matches!(best, Node::Lit { .. } | Node::Const { .. })
+    {
         return best;
     }
     let Some(fast) = lit(root, LitEncoding::HSplit, 0) else {
@@ -257,7 +266,7 @@ pub fn best_lit_below(s: &Stream, policy: &LitPolicy, bound: usize) -> Node {
             keep(node, &mut sizes, &mut built);
         }
     }
-    if policy.hsplit && n >= HSPLIT_MIN_WORDS {
+    if policy.hsplit && n >= HSPLIT_MIN_WORDS && width > 8 {
         if let Some(node) = lit(s, LitEncoding::HSplit, 0) {
             keep(node, &mut sizes, &mut built);
         }

@@ -53,6 +53,29 @@ pub fn decode<W: Word>(payload: &[u8], width: u8, out: &mut [W]) -> Result<()> {
 /// exactly `ceil(out.len() * k / 8)` bytes with zero padding bits: a `packed`
 /// payload after its `k` byte.
 pub(crate) fn unpack<W: Word>(body: &[u8], k: u8, out: &mut [W]) -> Result<()> {
+    unpack_into::<W, false>(body, k, out)
+}
+
+/// [`unpack`], each word of `out` becoming `word << k | unpacked` instead: the
+/// low bits of `hsplit` put below its high parts in the same pass (natively; one
+/// instance of the unpacking loops fewer in WebAssembly without it).
+#[cfg(not(target_arch = "wasm32"))]
+pub(crate) fn unpack_shift_in<W: Word>(body: &[u8], k: u8, out: &mut [W]) -> Result<()> {
+    unpack_into::<W, true>(body, k, out)
+}
+
+/// The word that `unpacked` (`k` bits) makes of `old`: `unpacked`, or with
+/// `SHIFT_IN`, `old << k | unpacked`.
+#[inline(always)]
+fn put<W: Word, const SHIFT_IN: bool>(old: W, k: usize, unpacked: u64) -> W {
+    if SHIFT_IN {
+        W::from_u64(old.to_u64() << k | unpacked)
+    } else {
+        W::from_u64(unpacked)
+    }
+}
+
+fn unpack_into<W: Word, const SHIFT_IN: bool>(body: &[u8], k: u8, out: &mut [W]) -> Result<()> {
     let bits = (out.len() as u128) * u128::from(k);
     let need = bits.div_ceil(8);
     if body.len() as u128 != need {
@@ -82,19 +105,20 @@ pub(crate) fn unpack<W: Word>(body: &[u8], k: u8, out: &mut [W]) -> Result<()> {
         0
     };
     let (head, out) = out.split_at_mut(groups * 8);
-    if !narrow && !unpack_wide_groups(body, head, k) {
+    // (Shifting in is for `hsplit`'s low bits: narrow fields only.)
+    if !narrow && !SHIFT_IN && !unpack_wide_groups(body, head, k) {
         unpack_wide(body, head, k);
     }
     // WebAssembly: one loop for every width (16 unrolled copies cost ~3 KB
     // gzipped there).
     if narrow && cfg!(target_arch = "wasm32") {
-        unpack_groups_any(body, head, k);
+        unpack_groups_any::<W, SHIFT_IN>(body, head, k);
     }
     let (head_body, body) = body.split_at(groups * usize::from(k));
     macro_rules! bulk {
         ($($k:literal)*) => {
             match k {
-                $($k => unpack_groups::<W, $k>(head_body, head),)*
+                $($k => unpack_groups::<W, $k, SHIFT_IN>(head_body, head),)*
                 _ => {}
             }
         };
@@ -112,7 +136,7 @@ pub(crate) fn unpack<W: Word>(body: &[u8], k: u8, out: &mut [W]) -> Result<()> {
             acc |= u128::from(*bytes.next().unwrap_or(&0)) << nbits;
             nbits += 8;
         }
-        *d = W::from_u64((acc as u64) & m);
+        *d = put::<W, SHIFT_IN>(*d, usize::from(k), (acc as u64) & m);
         acc >>= k;
         nbits -= u32::from(k);
     }
@@ -190,7 +214,7 @@ fn unpack_groups_32<W: Word, const K: usize>(body: &[u8], out: &mut [W]) {
 /// `body`, as many groups as `out` holds (`body` has their bytes): each word by a
 /// 4-byte load (from byte `7k/8` at most of its group, so 3 bytes past the group
 /// suffice; the last groups, without them, read a zero-padded copy).
-fn unpack_groups_any<W: Word>(body: &[u8], out: &mut [W], k: u8) {
+fn unpack_groups_any<W: Word, const SHIFT_IN: bool>(body: &[u8], out: &mut [W], k: u8) {
     let m = mask(k);
     let k = usize::from(k);
     for (g, o) in out.chunks_exact_mut(8).enumerate() {
@@ -211,14 +235,14 @@ fn unpack_groups_any<W: Word>(body: &[u8], out: &mut [W], k: u8) {
                 .and_then(|w| w.first_chunk::<4>())
                 .copied()
                 .unwrap_or_default();
-            *d = W::from_u64(u64::from(u32::from_le_bytes(v) >> (bit % 8)) & m);
+            *d = put::<W, SHIFT_IN>(*d, k, u64::from(u32::from_le_bytes(v) >> (bit % 8)) & m);
         }
     }
 }
 
 /// Unpacks groups of 8 words of `K` (1..=16) bits from `K` bytes each.
 #[inline]
-fn unpack_groups<W: Word, const K: usize>(body: &[u8], out: &mut [W]) {
+fn unpack_groups<W: Word, const K: usize, const SHIFT_IN: bool>(body: &[u8], out: &mut [W]) {
     // Compile-time: no code for pairs `decode` never calls (words of more than
     // 16 bits, or `K` wider than the word).
     if W::BITS > 16 || K > W::BITS as usize {
@@ -231,7 +255,7 @@ fn unpack_groups<W: Word, const K: usize>(body: &[u8], out: &mut [W]) {
             buf[..K].copy_from_slice(b);
             let v = u64::from_le_bytes(buf);
             for (j, d) in o.iter_mut().enumerate() {
-                *d = W::from_u64((v >> (j * K)) & m);
+                *d = put::<W, SHIFT_IN>(*d, K, (v >> (j * K)) & m);
             }
         }
     } else {
@@ -241,7 +265,7 @@ fn unpack_groups<W: Word, const K: usize>(body: &[u8], out: &mut [W]) {
             buf[..K].copy_from_slice(b);
             let v = u128::from_le_bytes(buf);
             for (j, d) in o.iter_mut().enumerate() {
-                *d = W::from_u64(((v >> (j * K)) & m) as u64);
+                *d = put::<W, SHIFT_IN>(*d, K, ((v >> (j * K)) & m) as u64);
             }
         }
     }
@@ -264,7 +288,7 @@ mod tests {
                 let p = encode(&vals, 16);
                 assert_eq!(p[0], k);
                 let mut out = alloc::vec![0u16; n / 8 * 8];
-                unpack_groups_any(&p[1..], &mut out, k);
+                unpack_groups_any::<u16, false>(&p[1..], &mut out, k);
                 assert_eq!(out, vals[..out.len()], "k {k} n {n}");
             }
         }
