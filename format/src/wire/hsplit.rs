@@ -41,7 +41,7 @@ use alloc::vec::Vec;
 use super::bitpack;
 use super::huffman::lookup_table;
 use super::huffman::{canonical_codes, complete_code_depth, limited_lengths, read_lengths, write_lengths, Lane};
-use super::tables::{read_symbol_set, symbol_counts, write_symbol_set, BitReader, BitWriter};
+use super::tables::{present, read_symbol_set, symbol_counts, write_symbol_set, BitReader, BitWriter};
 use super::MAX_ENTROPY_WIDTH;
 use crate::bytes::{put_varint, ByteReader};
 use crate::error::{FormatError, Result};
@@ -125,12 +125,7 @@ pub fn encode_split<W: Word>(symbols: &[W], width: u8, k: u8) -> Option<Vec<u8>>
         return None;
     }
     let counts = symbol_counts(&highs, width - k)?;
-    let (syms, cs): (Vec<u32>, Vec<u64>) = counts
-        .iter()
-        .enumerate()
-        .filter(|(_, &c)| c > 0)
-        .map(|(s, &c)| (s as u32, c))
-        .unzip();
+    let (syms, cs) = present(&counts);
     if syms.len() > SLOTS {
         return None;
     }
@@ -553,28 +548,9 @@ mod tests {
             let mut br = BitReader::new(&p[1..]);
             let syms = read_symbol_set(&mut br, width).unwrap();
             read_lengths(&mut br, syms.len()).unwrap();
-            let table_end = 1 + br.finish().unwrap();
-            let mut r = ByteReader::new(&p[table_end..]);
-            let sizes: Vec<u64> = (0..3).map(|_| r.varint("size").unwrap()).collect();
-            let streams = &p[table_end + r.position()..];
             let mut out = std::vec![0u16; v.len()];
-            for j in 0..3 {
-                for delta in [-1i64, 1] {
-                    let mut moved = sizes.clone();
-                    moved[j] = sizes[j].wrapping_add_signed(delta);
-                    if j + 1 < 3 {
-                        moved[j + 1] = sizes[j + 1].wrapping_add_signed(-delta);
-                    }
-                    let mut q = p[..table_end].to_vec();
-                    for &m in &moved {
-                        put_varint(&mut q, m);
-                    }
-                    q.extend_from_slice(streams);
-                    assert!(
-                        decode(&q, width, &mut out).is_err(),
-                        "width {width}, stream {j}, {delta:+}"
-                    );
-                }
+            for (what, q) in shared::moved_boundaries(&p, 1 + br.finish().unwrap(), LANES - 1) {
+                assert!(decode(&q, width, &mut out).is_err(), "width {width}, {what}");
             }
         }
     }

@@ -591,7 +591,7 @@ pub(super) fn limited_lengths(weights: &[u64], limit: u32) -> Vec<u8> {
 
 #[cfg(test)]
 mod tests {
-    use super::super::tables::testing::{coder_tests, geometric, round_trip};
+    use super::super::tables::testing::{coder_tests, geometric, moved_boundaries, round_trip};
     use super::*;
 
     coder_tests!(Huffman, "huffman", read_lengths, rare: 1300, tables: [200, 700], data: 1.005, small: (1.05, 32.0));
@@ -645,28 +645,8 @@ mod tests {
             let (syms, mut br) = start_decode(&p, width, &mut out, WHAT).unwrap().unwrap();
             read_lengths(&mut br, syms.len()).unwrap();
             let table_end = br.finish().unwrap();
-            let mut r = ByteReader::new(&p[table_end..]);
-            let sizes: std::vec::Vec<u64> = (0..3)
-                .map(|_| r.varint_usize("size", u64::MAX).unwrap() as u64)
-                .collect();
-            let streams = &p[table_end + r.position()..];
-            for k in 0..3 {
-                for delta in [-1i64, 1] {
-                    let mut moved = sizes.clone();
-                    moved[k] = sizes[k].wrapping_add_signed(delta);
-                    if k + 1 < 3 {
-                        moved[k + 1] = sizes[k + 1].wrapping_add_signed(-delta);
-                    }
-                    let mut q = p[..table_end].to_vec();
-                    for &m in &moved {
-                        put_varint(&mut q, m);
-                    }
-                    q.extend_from_slice(streams);
-                    assert!(
-                        decode(&q, width, &mut out).is_err(),
-                        "width {width}, stream {k}, {delta:+}"
-                    );
-                }
+            for (what, q) in moved_boundaries(&p, table_end, LANES - 1) {
+                assert!(decode(&q, width, &mut out).is_err(), "width {width}, {what}");
             }
         }
     }

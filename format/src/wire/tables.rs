@@ -44,19 +44,24 @@ pub(crate) fn census<W: Word>(symbols: &[W], width: u8) -> Option<Census> {
     if symbols.is_empty() {
         return Some(Census::Payload(Vec::new()));
     }
-    let counts = symbol_counts(symbols, width)?;
-    let (syms, cs): (Vec<u32>, Vec<u64>) = counts
-        .iter()
-        .enumerate()
-        .filter(|(_, &c)| c > 0)
-        .map(|(s, &c)| (s as u32, c))
-        .unzip();
+    let (syms, cs) = present(&symbol_counts(symbols, width)?);
     if syms.len() == 1 {
         let mut w = BitWriter::default();
         write_symbol_set(&mut w, &syms);
         return Some(Census::Payload(w.finish()));
     }
     Some(Census::Symbols(syms, cs))
+}
+
+/// The symbols with a non-zero count in `counts` (indexed by symbol), in increasing
+/// order, and their counts.
+pub(crate) fn present(counts: &[u64]) -> (Vec<u32>, Vec<u64>) {
+    counts
+        .iter()
+        .enumerate()
+        .filter(|(_, &c)| c > 0)
+        .map(|(s, &c)| (s as u32, c))
+        .unzip()
 }
 
 /// How often each of the `2^width` symbols occurs in `symbols`, or `None` if a
@@ -434,6 +439,33 @@ pub(crate) mod testing {
         };
     }
     pub(crate) use coder_tests;
+
+    /// `payload` (`head`, then the sizes of streams `0..sizes` as varints, then the
+    /// streams) with the boundary between two adjacent streams moved by one byte
+    /// either way, each with a label for assertion messages: a lane reading ahead
+    /// into the next lane's bytes must still see that its stream ends elsewhere.
+    pub(crate) fn moved_boundaries(payload: &[u8], head: usize, sizes: usize) -> Vec<(std::string::String, Vec<u8>)> {
+        let mut r = crate::bytes::ByteReader::new(&payload[head..]);
+        let lens: Vec<u64> = (0..sizes).map(|_| r.varint("size").unwrap()).collect();
+        let streams = &payload[head + r.position()..];
+        let mut out = Vec::new();
+        for k in 0..sizes {
+            for delta in [-1i64, 1] {
+                let mut moved = lens.clone();
+                moved[k] = lens[k].wrapping_add_signed(delta);
+                if k + 1 < sizes {
+                    moved[k + 1] = lens[k + 1].wrapping_add_signed(-delta);
+                }
+                let mut q = payload[..head].to_vec();
+                for &m in &moved {
+                    crate::bytes::put_varint(&mut q, m);
+                }
+                q.extend_from_slice(streams);
+                out.push((std::format!("stream {k}, {delta:+}"), q));
+            }
+        }
+        out
+    }
 
     /// A xorshift generator for test data (seed it non-zero).
     pub(crate) struct Rng(pub(crate) u64);
