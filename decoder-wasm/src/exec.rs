@@ -180,36 +180,66 @@ fn to_usize(v: u64) -> Result<usize> {
 /// that the program's type matches the declared length, and after running it
 /// the xxh3 of the bytes produced.
 pub fn decode_chunk_bytes(body: &[u8], limits: &Limits) -> Result<LeBytes> {
-    let chunk = ChunkRecord::parse(body)?;
-    let node = program::parse(chunk.program, limits)?;
-    let ty = node.ty()?;
-    let want = Type {
-        width: chunk.root_width,
-        count: chunk.root_count(),
-    };
-    if ty.width != want.width {
-        return Err(FormatError::Type {
-            op: "chunk",
-            rule: "program width differs from the chunk's root width",
-        });
+    ParsedChunk::parse(body, limits)?.run()
+}
+
+/// A chunk record's program, parsed and checked, ready to run without the record:
+/// [`decode_chunk_bytes`] in two steps, so that a caller can parse a chunk where its
+/// record lies and run it elsewhere without copying the record (the program holds
+/// its own copy of every literal's payload).
+#[derive(Debug)]
+pub struct ParsedChunk {
+    node: Node,
+    decoded_xxh3: u64,
+}
+
+impl ParsedChunk {
+    /// Checks the chunk header, the program's syntax, types and limits, and that
+    /// the program's type matches the declared length. (Inlined: in WebAssembly
+    /// [`decode_chunk_bytes`] stays one function, a smaller module.)
+    #[inline(always)]
+    pub fn parse(body: &[u8], limits: &Limits) -> Result<Self> {
+        let chunk = ChunkRecord::parse(body)?;
+        let node = program::parse(chunk.program, limits)?;
+        let ty = node.ty()?;
+        let want = Type {
+            width: chunk.root_width,
+            count: chunk.root_count(),
+        };
+        if ty.width != want.width {
+            return Err(FormatError::Type {
+                op: "chunk",
+                rule: "program width differs from the chunk's root width",
+            });
+        }
+        if ty.count != want.count {
+            return Err(FormatError::LengthMismatch {
+                what: "program output words",
+                expected: want.count,
+                found: ty.count,
+            });
+        }
+        Ok(ParsedChunk {
+            node,
+            decoded_xxh3: chunk.decoded_xxh3,
+        })
     }
-    if ty.count != want.count {
-        return Err(FormatError::LengthMismatch {
-            what: "program output words",
-            expected: want.count,
-            found: ty.count,
-        });
+
+    /// Runs the program and checks the xxh3 of the bytes it produced.
+    #[inline(always)]
+    pub fn run(self) -> Result<LeBytes> {
+        let bytes = eval(&self.node)?.into_le_bytes()?;
+        drop(self.node);
+        let computed = chunk_checksum(&bytes);
+        if computed != self.decoded_xxh3 {
+            return Err(FormatError::Checksum {
+                what: "decoded chunk",
+                stored: self.decoded_xxh3,
+                computed,
+            });
+        }
+        Ok(bytes)
     }
-    let bytes = eval(&node)?.into_le_bytes()?;
-    let computed = chunk_checksum(&bytes);
-    if computed != chunk.decoded_xxh3 {
-        return Err(FormatError::Checksum {
-            what: "decoded chunk",
-            stored: chunk.decoded_xxh3,
-            computed,
-        });
-    }
-    Ok(bytes)
 }
 
 /// [`decode_chunk_bytes`] as a vector (a copy unless the root's words are bytes).

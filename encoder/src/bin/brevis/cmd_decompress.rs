@@ -9,8 +9,7 @@ use brevis_decoder::format::program::Limits;
 use brevis_decoder::format::stream::LeBytes;
 use brevis_decoder::format::FormatError;
 use brevis_decoder::{
-    decode_chunk_bytes, Archive, DecodeLimits, DigestKind, Digester, Event, FileHasher, PendingChunk, Piece,
-    StreamDecoder,
+    Archive, DecodeLimits, DigestKind, Digester, Event, FileHasher, ParsedChunk, PendingChunk, Piece, StreamDecoder,
 };
 use brevis_encoder::atomic::AtomicFile;
 use brevis_encoder::BaseTensors;
@@ -244,13 +243,22 @@ const WORKER_GONE: FormatError = FormatError::Invalid {
 };
 
 impl PoolChunk {
-    /// Starts decoding `body` on the pool (FIFO: the chunk needed next is the oldest started).
+    /// Parses `body` here and starts running its program on the pool (FIFO: the
+    /// chunk needed next is the oldest started). The parsed program holds its own
+    /// copy of the literals' payloads, so the record is not copied for the worker:
+    /// one copy of each chunk's bytes less in memory while it waits and runs (the
+    /// two-thread peak on a synthetic 4 GiB `--fast-decode` archive rose past 64 MiB
+    /// with a record copy per pending chunk), and one pass less over them.
     fn start(body: &[u8], limits: &Limits) -> Box<dyn PendingChunk> {
-        let (body, limits) = (body.to_vec(), *limits);
         let (tx, rx) = std::sync::mpsc::sync_channel(1);
-        rayon::spawn_fifo(move || {
-            let _ = tx.send(decode_chunk_bytes(&body, &limits));
-        });
+        match ParsedChunk::parse(body, limits) {
+            Ok(chunk) => rayon::spawn_fifo(move || {
+                let _ = tx.send(chunk.run());
+            }),
+            Err(e) => {
+                let _ = tx.send(Err(e));
+            }
+        }
         Box::new(PoolChunk { rx, got: None })
     }
 }
