@@ -416,40 +416,17 @@ mod tests {
         }
     }
 
-    #[test]
-    fn round_trips_random_and_skewed() {
-        shared::round_trips_random_and_skewed::<HSplit>();
-    }
-
-    #[test]
-    fn all_65536_symbols() {
-        shared::all_65536_symbols::<HSplit>();
-    }
-
-    #[test]
-    fn table_is_compact() {
-        shared::table_is_compact::<HSplit>();
-    }
-
-    #[test]
-    fn size_close_to_entropy() {
-        shared::size_close_to_entropy::<HSplit>();
-    }
-
-    #[test]
-    fn small_streams_have_small_overhead() {
-        shared::small_streams_have_small_overhead::<HSplit>();
-    }
-
-    #[test]
-    fn every_truncation_fails() {
-        shared::every_truncation_fails::<HSplit>();
-    }
-
-    #[test]
-    fn bad_widths() {
-        shared::bad_widths::<HSplit>();
-    }
+    // The shared tests but `empty_and_single_symbol` (its payload sizes are
+    // `huffman`'s; `empty_and_single_high_part` below is this coder's).
+    super::super::tables::testing::coder_tests!(@each HSplit:
+        round_trips_random_and_skewed,
+        all_65536_symbols,
+        table_is_compact,
+        size_close_to_entropy,
+        small_streams_have_small_overhead,
+        every_truncation_fails,
+        bad_widths
+    );
 
     proptest! {
         #![proptest_config(ProptestConfig::with_cases(2000))]
