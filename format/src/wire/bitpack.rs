@@ -99,14 +99,15 @@ fn unpack_into<W: Word, const SHIFT_IN: bool>(body: &[u8], k: u8, out: &mut [W])
     let narrow = k <= 16 && W::BITS <= 16;
     let groups = if narrow {
         out.len() / 8
-    } else if k <= 56 {
+    } else if k <= 56 && !SHIFT_IN {
+        // (Shifting in is for `hsplit`'s narrow low bits: wider fields, which it
+        // never has, would all take the word-by-word loop below.)
         (out.len() / 8).min(body.len().saturating_sub(8) / usize::from(k))
     } else {
         0
     };
     let (head, out) = out.split_at_mut(groups * 8);
-    // (Shifting in is for `hsplit`'s low bits: narrow fields only.)
-    if !narrow && !SHIFT_IN && !unpack_wide_groups(body, head, k) {
+    if !narrow && !unpack_wide_groups(body, head, k) {
         unpack_wide(body, head, k);
     }
     // WebAssembly: one loop for every width (16 unrolled copies cost ~3 KB

@@ -120,10 +120,10 @@ pub fn encode_split<W: Word>(symbols: &[W], width: u8, k: u8) -> Option<Vec<u8>>
     if symbols.is_empty() {
         return Some(Vec::new());
     }
-    let highs: Vec<u16> = symbols.iter().map(|s| (s.to_u64() >> k) as u16).collect();
     if symbols.iter().any(|s| s.to_u64() > mask(width)) {
         return None;
     }
+    let highs: Vec<u16> = symbols.iter().map(|s| (s.to_u64() >> k) as u16).collect();
     let counts = symbol_counts(&highs, width - k)?;
     let (syms, cs) = present(&counts);
     if syms.len() > SLOTS {
