@@ -2,7 +2,6 @@
 //! index ([`Archive::open`]) and decode one file or one tensor alone.
 
 use alloc::borrow::Cow;
-use alloc::collections::BTreeMap;
 use alloc::string::String;
 use alloc::vec::Vec;
 
@@ -159,12 +158,12 @@ impl SegmentInfo {
 
 /// Resolves copy `seg` (just pushed as the last segment of `files`): its
 /// source must be an earlier retained segment of the same length; the copy
-/// takes the source's chunk list and base. `copies` counts the copies made of
-/// each source.
+/// takes the source's chunk list and base. `copies[i]` counts the copies made
+/// of segment `i` (archive-wide index; grown as sources are met).
 fn resolve_copy(
     files: &mut [FileInfo],
     places: &[Option<(usize, usize)>],
-    copies: &mut BTreeMap<u64, u64>,
+    copies: &mut Vec<u64>,
 ) -> Result<(), FormatError> {
     let Some(Some((fi, si))) = places.last().copied() else {
         return Ok(());
@@ -184,7 +183,10 @@ fn resolve_copy(
     if src.retain == 0 {
         return Err(bad);
     }
-    let n = copies.entry(source).or_insert(0);
+    if copies.len() <= index {
+        copies.resize(index + 1, 0);
+    }
+    let n = &mut copies[index];
     *n += 1;
     if *n > src.retain {
         return Err(FormatError::Invalid {
@@ -269,7 +271,7 @@ impl<'a> Archive<'a> {
         let mut output_total = 0u64;
         // Where each segment is (archive-wide index -> file, segment), and the copies of each source.
         let mut places: Vec<Option<(usize, usize)>> = Vec::new();
-        let mut copies: BTreeMap<u64, u64> = BTreeMap::new();
+        let mut copies: Vec<u64> = Vec::new();
         for e in &entries {
             let loc = at(e.offset);
             if e.offset != expected_next {
@@ -369,7 +371,7 @@ impl<'a> Archive<'a> {
             .flatten()
             .map(|&(f, s)| files[f].segments[s].retain)
             .sum::<u64>();
-        if copies.values().sum::<u64>() != declared {
+        if copies.iter().sum::<u64>() != declared {
             return Err(FormatError::Invalid {
                 what: "retained segments (fewer copies than declared)",
             }
@@ -421,7 +423,7 @@ impl<'a> Archive<'a> {
         // Bytes of the current segment not yet claimed by a chunk, and of all files.
         let (mut seg_left, mut output_total) = (0u64, 0u64);
         let mut places: Vec<Option<(usize, usize)>> = Vec::new();
-        let mut copies: BTreeMap<u64, u64> = BTreeMap::new();
+        let mut copies: Vec<u64> = Vec::new();
         let mut pos = HEADER_LEN;
         while pos < data.len() {
             let loc = Location {
