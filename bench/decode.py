@@ -261,7 +261,7 @@ def render(results: dict) -> str:
         "",
         "The speed/size knob: the same files compressed with `brevis compress --fast-decode` (no",
         "context-coded literals; split Huffman literals, `Lit.hsplit`, for float words and fields; a",
-        "slower-decoding literal encoding only where it is 3% smaller; BLAKE3 file digests instead of",
+        "slower-decoding literal encoding only where it is 3% smaller; 1 MiB chunks; BLAKE3 file digests instead of",
         "SHA-256), decoded the same way (`brevis verify`, best of the same runs).",
         "",
         "| file | default archive B | `--fast-decode` archive B | size | fast 1 thread | fast ÷ default 1 thread |"

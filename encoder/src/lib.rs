@@ -15,4 +15,7 @@ pub mod synth;
 pub mod writer;
 
 pub use base::BaseTensors;
-pub use compress::{compress_files, compress_files_with_base, CompressOptions, FileReport, InputFile, SegmentReport};
+pub use compress::{
+    compress_files, compress_files_with_base, CompressOptions, FileReport, InputFile, SegmentReport,
+    DEFAULT_CHUNK_BYTES, FAST_DECODE_CHUNK_BYTES,
+};

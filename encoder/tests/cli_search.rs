@@ -75,3 +75,50 @@ fn every_search_switch_round_trips_and_reports_candidates() {
         d,
     ));
 }
+
+/// `--fast-decode` cuts tensors into 1 MiB chunks (4 MiB by default): a 2.5 MiB
+/// tensor is three chunks there, one otherwise, and both archives round-trip.
+#[test]
+fn fast_decode_archives_have_one_mib_chunks() {
+    let n = 5 << 17; // 655,360 F32 values: 2.5 MiB
+    let mut state = 0x9E37_79B9_7F4A_7C15u64;
+    let data: Vec<u8> = (0..n)
+        .flat_map(|_| {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            // Small weights of either sign, as trained tensors have.
+            let v = ((state >> 40) as f32 / (1u64 << 24) as f32 - 0.5) * 0.1;
+            v.to_le_bytes()
+        })
+        .collect();
+    let header = format!(
+        "{{\"w\":{{\"dtype\":\"F32\",\"shape\":[{n}],\"data_offsets\":[0,{}]}}}}",
+        data.len()
+    );
+    let header = format!("{header:<width$}", width = header.len().next_multiple_of(8));
+    let mut file = (header.len() as u64).to_le_bytes().to_vec();
+    file.extend_from_slice(header.as_bytes());
+    file.extend_from_slice(&data);
+
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    fs::write(d.join("model.safetensors"), &file).unwrap();
+    let chunks_of_w = |flags: &[&str], out: &str| {
+        let report = format!("{out}.json");
+        let mut args = vec!["compress", "model.safetensors", "-q", "-o", out, "--report", &report];
+        args.extend_from_slice(flags);
+        ok(&brevis(&args, d));
+        ok(&brevis(&["verify", out, "-q"], d));
+        let r: serde_json::Value = serde_json::from_str(&fs::read_to_string(d.join(&report)).unwrap()).unwrap();
+        let w = r["tensors"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|t| t["name"] == "w")
+            .unwrap_or_else(|| panic!("no tensor w in {r}"));
+        w["chunks"].as_array().unwrap().len()
+    };
+    assert_eq!(chunks_of_w(&[], "default.brv"), 1);
+    assert_eq!(chunks_of_w(&["--fast-decode"], "fast.brv"), 3);
+}

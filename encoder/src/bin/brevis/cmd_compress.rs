@@ -6,7 +6,7 @@ use anyhow::{bail, Context, Result};
 use brevis_decoder::DigestKind;
 use brevis_encoder::atomic::AtomicFile;
 use brevis_encoder::synth::{AStarSearch, CandidateSearch, Prior, Synthesizer};
-use brevis_encoder::{compress_files_with_base, CompressOptions};
+use brevis_encoder::{compress_files_with_base, CompressOptions, DEFAULT_CHUNK_BYTES, FAST_DECODE_CHUNK_BYTES};
 
 use crate::common::{collect_inputs, human, input_files, load_base, map_sources, progress, ratio};
 
@@ -39,8 +39,9 @@ pub struct Args {
     no_ctx: bool,
     /// Favour decode speed over size: no context-coded literals (`Lit.ctx`,
     /// `Lit.nbr`), a slower-decoding literal encoding only where it is 3%
-    /// smaller, and BLAKE3 file digests unless `--digest` says otherwise (what it
-    /// costs and buys per file: `bench/decode.sh`, in `bench/RESULTS.md`).
+    /// smaller, 1 MiB chunks instead of 4 MiB, and BLAKE3 file digests unless
+    /// `--digest` says otherwise (what it costs and buys per file:
+    /// `bench/decode.sh`, in `bench/RESULTS.md`).
     #[arg(long)]
     fast_decode: bool,
     /// The hash of each file's digest in the archive: `sha256` (what model hubs
@@ -157,6 +158,11 @@ pub fn run(args: Args, quiet: bool) -> Result<()> {
     let opts = CompressOptions {
         dedup: !args.no_dedup,
         digest,
+        chunk_bytes: if args.fast_decode {
+            FAST_DECODE_CHUNK_BYTES
+        } else {
+            DEFAULT_CHUNK_BYTES
+        },
         ..CompressOptions::default()
     };
     let (out, len, reports) = compress_files_with_base(out, &files, base.as_ref(), search, &opts, &|n| pb.inc(n))?;
