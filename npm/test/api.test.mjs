@@ -176,6 +176,22 @@ test('readTensors maps ONNX initializers to typed arrays (int8 weights, float32 
   assert.equal(kinds.get('I64'), 'BigInt64Array');
 });
 
+test('a --fast-decode archive (split Huffman literals of FP32 words) decodes through every API', async () => {
+  const brv = fixture('silero-fast.brv');
+  const expected = EXPECTED['silero.brv'];
+  assert.deepEqual(hashesOf(await decodeArchive(brv)), expected);
+  for (const size of [1, 4093, brv.length]) {
+    const out = await collect(pieces(brv, size).pipeThrough(new BrevisDecompressionStream()));
+    assert.equal(sha256(out), expected[SILERO], `pieces of ${size}`);
+  }
+  const archive = await BrevisArchive.open(brv);
+  assert.equal(sha256(await archive.readFile(SILERO)), expected[SILERO]);
+  const [file] = archive.files;
+  const programs = file.segments.map((_, i) => archive.programText(SILERO, i));
+  assert.ok(programs.some((p) => p.startsWith('Lit.hsplit<b32')), programs.join('\n'));
+  archive.close();
+});
+
 test('an archive with BLAKE3 digests: every API checks them and says which hash it is', async () => {
   const brv = fixture('multi-blake3.brv');
   const expected = EXPECTED['multi.brv'];

@@ -88,6 +88,8 @@ compress "$FX/minilm-folder.brv" "$MODEL"
 compress "$FX/multi.brv" "$MULTI"
 # The same with BLAKE3 file digests (header flag) instead of SHA-256.
 compress "$FX/multi-blake3.brv" "$MULTI" --digest blake3
+# Favouring decode speed: split Huffman literals of whole FP32 words (hsplit).
+compress "$FX/silero-fast.brv" "$FX/silero_vad_16k.safetensors" --fast-decode
 # The streaming-memory test needs the three copies stored three times; with
 # dedup (the default) they are stored once and copied (big-dedup.brv).
 compress "$FX/big.brv" "$BIG" --no-dedup

@@ -360,3 +360,37 @@ fn hsplit_golden_archive_has_split_huffman_literals() {
     );
     assert_made_from("v1-hsplit", &v1_hsplit_inputs());
 }
+
+/// The inputs of `v1-hsplit-wide.brv`: FP32 weights that `--fast-decode` stores as
+/// one split Huffman literal of 32-bit words (sign and exponent coded, the rest of
+/// the mantissa packed).
+fn v1_hsplit_wide_inputs() -> Vec<(String, Vec<u8>)> {
+    let weights = safetensors_file(&[("f32", Dtype::F32, vec![64, 512], tensor_bytes(Dtype::F32, 1 << 15, 54))]);
+    vec![("hsplit-wide.safetensors".into(), weights)]
+}
+
+/// Writes `v1-hsplit-wide.brv` only (the older golden archives stay as they are).
+#[test]
+#[ignore = "rewrites tests/golden/v1-hsplit-wide.*; run by hand only if that archive must change"]
+fn bless_hsplit_wide() {
+    let search = CandidateSearch::default().fast_decode();
+    bless_archive_using(
+        "v1-hsplit-wide",
+        &v1_hsplit_wide_inputs(),
+        &search,
+        &CompressOptions::default(),
+    );
+}
+
+/// `v1-hsplit-wide.brv` holds a split Huffman literal of 32-bit words, and the
+/// inputs it was made from are the ones in this file.
+#[test]
+fn hsplit_wide_golden_archive_has_32_bit_split_huffman_literals() {
+    let archive = fs::read(golden_dir().join("v1-hsplit-wide.brv")).unwrap();
+    let lits = literals(&archive);
+    assert!(
+        lits.iter().any(|&(e, w, _)| e == LitEncoding::HSplit && w == 32),
+        "no 32-bit hsplit literal: {lits:?}"
+    );
+    assert_made_from("v1-hsplit-wide", &v1_hsplit_wide_inputs());
+}

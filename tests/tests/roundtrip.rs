@@ -194,9 +194,9 @@ fn blake3_archives_check_blake3_digests() {
     }
 }
 
-/// `--fast-decode`'s search on a large BF16 tensor: whole words in one split
-/// Huffman literal (`hsplit`: sign and exponent coded, low mantissa bits packed),
-/// which every decode path rebuilds; the default search never writes one.
+/// `--fast-decode`'s search on large BF16 and FP32 tensors: whole words in one
+/// split Huffman literal (`hsplit`: sign and exponent coded, low mantissa bits
+/// packed), which every decode path rebuilds; the default search never writes one.
 #[test]
 fn fast_decode_archives_use_split_huffman_and_round_trip() {
     use brevis_encoder::synth::CandidateSearch;
@@ -204,46 +204,50 @@ fn fast_decode_archives_use_split_huffman_and_round_trip() {
     use brevis_format::program::{parse, Limits, Node};
     use brevis_format::wire::LitEncoding;
 
-    let n = 1 << 18;
-    let file = safetensors_file(&[("w", Dtype::BF16, vec![n], tensor_bytes(Dtype::BF16, n, 3))]);
-    let inputs = [InputFile {
-        archive_path: "w.safetensors".into(),
-        data: &file,
-    }];
-    let program_of = |search: &CandidateSearch| {
-        let (archive, _, _) =
-            compress_files(Vec::new(), &inputs, search, &CompressOptions::default(), &|_| {}).unwrap();
-        let a = Archive::open(&archive, DecodeLimits::default()).unwrap();
-        let (_, seg) = a.find_segment("w").unwrap();
-        let chunk = brevis_format::archive::ChunkRecord::parse(a.chunk_body(&seg.chunks[0]).unwrap()).unwrap();
-        let program = parse(chunk.program, &Limits::default()).unwrap();
-        assert!(decode_all(&archive, &DecodeLimits::default()).unwrap()[0].data == file);
-        assert!(a.read_file(&a.files()[0]).unwrap() == file);
-        program
-    };
-    fn has_hsplit(n: &Node) -> bool {
-        matches!(
-            n,
-            Node::Lit {
-                encoding: LitEncoding::HSplit,
-                ..
-            }
-        ) || n.children().iter().any(has_hsplit)
+    // BF16 words (16 bits) and FP32 words (32 bits: sign and exponent coded, the
+    // rest of the mantissa packed).
+    for (dtype, bits) in [(Dtype::BF16, 16u8), (Dtype::F32, 32)] {
+        let n = 1 << 18;
+        let file = safetensors_file(&[("w", dtype, vec![n], tensor_bytes(dtype, n, 3))]);
+        let inputs = [InputFile {
+            archive_path: "w.safetensors".into(),
+            data: &file,
+        }];
+        let program_of = |search: &CandidateSearch| {
+            let (archive, _, _) =
+                compress_files(Vec::new(), &inputs, search, &CompressOptions::default(), &|_| {}).unwrap();
+            let a = Archive::open(&archive, DecodeLimits::default()).unwrap();
+            let (_, seg) = a.find_segment("w").unwrap();
+            let chunk = brevis_format::archive::ChunkRecord::parse(a.chunk_body(&seg.chunks[0]).unwrap()).unwrap();
+            let program = parse(chunk.program, &Limits::default()).unwrap();
+            assert!(decode_all(&archive, &DecodeLimits::default()).unwrap()[0].data == file);
+            assert!(a.read_file(&a.files()[0]).unwrap() == file);
+            program
+        };
+        fn has_hsplit(n: &Node) -> bool {
+            matches!(
+                n,
+                Node::Lit {
+                    encoding: LitEncoding::HSplit,
+                    ..
+                }
+            ) || n.children().iter().any(has_hsplit)
+        }
+        let fast = program_of(&CandidateSearch::default().fast_decode());
+        assert!(
+            matches!(
+                fast,
+                Node::Lit {
+                    encoding: LitEncoding::HSplit,
+                    width,
+                    ..
+                } if width == bits
+            ),
+            "{dtype:?}: {fast}"
+        );
+        let default = program_of(&CandidateSearch::default());
+        assert!(!has_hsplit(&default), "{dtype:?}: {default}");
     }
-    let fast = program_of(&CandidateSearch::default().fast_decode());
-    assert!(
-        matches!(
-            fast,
-            Node::Lit {
-                encoding: LitEncoding::HSplit,
-                width: 16,
-                ..
-            }
-        ),
-        "{fast}"
-    );
-    let default = program_of(&CandidateSearch::default());
-    assert!(!has_hsplit(&default), "{default}");
 }
 
 #[test]

@@ -183,7 +183,7 @@ const BY_DECODE_SPEED: [LitEncoding; 8] = [
 const HUFFMAN8_MIN_WORDS: usize = 4096;
 
 /// Shortest stream `hsplit` is tried on: its decoder builds a 4096-entry table,
-/// which shorter streams do not repay. It is tried on streams of 9 to 16 bits
+/// which shorter streams do not repay. It is tried on streams of 9 to 32 bits
 /// only (float words, FP32's sign and exponent): on bytes it was larger and no
 /// faster than `huffman8` (`--fast-decode` archives, `bench/threads.py --runs
 /// 15`: the int8 ONNX all-MiniLM 20,982,396 B and 0.0275 s against 20,818,072 B
@@ -192,7 +192,7 @@ const HUFFMAN8_MIN_WORDS: usize = 4096;
 const HSPLIT_MIN_WORDS: usize = 4096;
 
 /// Under a policy with [`LitPolicy::hsplit`] (`--fast-decode`), the program to
-/// keep for `root` (of 9 to 16 bits) given the search's `best`: the whole root as one `Lit.hsplit`
+/// keep for `root` (of 9 to 32 bits) given the search's `best`: the whole root as one `Lit.hsplit`
 /// where that is within the policy's decode slack of `best`'s size. One literal
 /// decodes in one pass; the structured programs the search finds for float words
 /// by exact size (`Merge.fields[1,8,7]` of a packed sign, a coded exponent and

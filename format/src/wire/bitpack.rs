@@ -86,7 +86,9 @@ fn unpack_into<W: Word, const SHIFT_IN: bool>(body: &[u8], k: u8, out: &mut [W])
         });
     }
     if k == 0 {
-        out.iter_mut().for_each(|d| *d = W::default());
+        if !SHIFT_IN {
+            out.iter_mut().for_each(|d| *d = W::default());
+        }
         return Ok(());
     }
     // Whole groups of 8 words (`k` bytes each) in bulk; the rest word by word.
@@ -99,16 +101,14 @@ fn unpack_into<W: Word, const SHIFT_IN: bool>(body: &[u8], k: u8, out: &mut [W])
     let narrow = k <= 16 && W::BITS <= 16;
     let groups = if narrow {
         out.len() / 8
-    } else if k <= 56 && !SHIFT_IN {
-        // (Shifting in is for `hsplit`'s narrow low bits: wider fields, which it
-        // never has, would all take the word-by-word loop below.)
+    } else if k <= 56 {
         (out.len() / 8).min(body.len().saturating_sub(8) / usize::from(k))
     } else {
         0
     };
     let (head, out) = out.split_at_mut(groups * 8);
-    if !narrow && !unpack_wide_groups(body, head, k) {
-        unpack_wide(body, head, k);
+    if !narrow && !unpack_wide_groups::<W, SHIFT_IN>(body, head, k) {
+        unpack_wide::<W, SHIFT_IN>(body, head, k);
     }
     // WebAssembly: one loop for every width (16 unrolled copies cost ~3 KB
     // gzipped there).
@@ -152,7 +152,7 @@ fn unpack_into<W: Word, const SHIFT_IN: bool>(body: &[u8], k: u8, out: &mut [W])
 /// Unpacks `out.len()` words of `k` (1..=56) bits from the start of `body`, which
 /// must hold 8 bytes from the byte of every word's first bit (the caller sizes `out`
 /// so; a short read would give zeros, never a panic).
-fn unpack_wide<W: Word>(body: &[u8], out: &mut [W], k: u8) {
+fn unpack_wide<W: Word, const SHIFT_IN: bool>(body: &[u8], out: &mut [W], k: u8) {
     let m = mask(k);
     let k = usize::from(k);
     for (i, d) in out.iter_mut().enumerate() {
@@ -162,7 +162,7 @@ fn unpack_wide<W: Word>(body: &[u8], out: &mut [W], k: u8) {
             .and_then(|b| b.first_chunk::<8>())
             .map_or(0, |b| u64::from_le_bytes(*b));
         // `bit % 8 + k <= 63`: the word lies inside the 8 bytes.
-        *d = W::from_u64((v >> (bit % 8)) & m);
+        *d = put::<W, SHIFT_IN>(*d, k, (v >> (bit % 8)) & m);
     }
 }
 
@@ -172,14 +172,14 @@ fn unpack_wide<W: Word>(body: &[u8], out: &mut [W], k: u8) {
 /// 20% of `brevis verify --threads 1` in the generic path, 8% in this one (perf).
 /// False where this does not apply (WebAssembly keeps the generic path: a smaller
 /// module); `out` then is untouched.
-fn unpack_wide_groups<W: Word>(body: &[u8], out: &mut [W], k: u8) -> bool {
+fn unpack_wide_groups<W: Word, const SHIFT_IN: bool>(body: &[u8], out: &mut [W], k: u8) -> bool {
     if cfg!(target_arch = "wasm32") || W::BITS != 32 {
         return false;
     }
     macro_rules! wide {
         ($($k:literal)*) => {
             match k {
-                $($k => unpack_groups_32::<W, $k>(body, out),)*
+                $($k => unpack_groups_32::<W, $k, SHIFT_IN>(body, out),)*
                 _ => return false,
             }
         };
@@ -194,19 +194,19 @@ fn unpack_wide_groups<W: Word>(body: &[u8], out: &mut [W], k: u8) -> bool {
 /// itself: copying each group to a buffer first made them overlap the copy's stores,
 /// and a load that straddles a pending store waits for it (three times slower).
 #[inline]
-fn unpack_groups_32<W: Word, const K: usize>(body: &[u8], out: &mut [W]) {
+fn unpack_groups_32<W: Word, const K: usize, const SHIFT_IN: bool>(body: &[u8], out: &mut [W]) {
     let m = mask(K as u8);
     for (g, o) in out.chunks_exact_mut(8).enumerate() {
         // A window of constant length: the loads below need no bounds checks.
         let Some(window) = body.get(g * K..g * K + K + 8) else {
-            unpack_wide(body.get(g * K..).unwrap_or(&[]), o, K as u8);
+            unpack_wide::<W, SHIFT_IN>(body.get(g * K..).unwrap_or(&[]), o, K as u8);
             continue;
         };
         for (j, d) in o.iter_mut().enumerate() {
             let bit = j * K;
             let mut v = [0u8; 8];
             v.copy_from_slice(&window[bit / 8..bit / 8 + 8]);
-            *d = W::from_u64((u64::from_le_bytes(v) >> (bit % 8)) & m);
+            *d = put::<W, SHIFT_IN>(*d, K, (u64::from_le_bytes(v) >> (bit % 8)) & m);
         }
     }
 }
@@ -334,6 +334,41 @@ mod tests {
                 assert_eq!(out, vals, "k {k} n {n}");
             }
         }
+    }
+
+    /// Shifting in (`hsplit`'s low bits below its high parts) in every path: narrow
+    /// groups, the wide groups of 32-bit words, the generic wide loads and the
+    /// word-by-word tail: each word becomes `old << k | unpacked`.
+    #[cfg(not(target_arch = "wasm32"))]
+    #[test]
+    fn shifting_in_puts_the_low_bits_below_the_words() {
+        fn check<W: Word>(k: u8, n: usize) {
+            let low: Vec<u64> = (0..n as u64)
+                .map(|i| i.wrapping_mul(0x9E37_79B9_7F4A_7C15).rotate_left(29) & mask(k))
+                .collect();
+            let high: Vec<u64> = (0..n as u64).map(|i| (i * 7 + 3) & mask(W::BITS as u8 - k)).collect();
+            let mut body = Vec::new();
+            pack(low.iter().copied(), k, &mut body);
+            let mut out: Vec<W> = high.iter().map(|&h| W::from_u64(h)).collect();
+            unpack_shift_in(&body, k, &mut out).unwrap();
+            let want: Vec<W> = high.iter().zip(&low).map(|(&h, &l)| W::from_u64(h << k | l)).collect();
+            assert_eq!(out, want, "{} bits, k {k}, n {n}", W::BITS);
+        }
+        for n in [0usize, 1, 7, 8, 9, 16, 17, 24, 25, 64, 100] {
+            for k in 1..16 {
+                check::<u16>(k, n);
+            }
+            for k in 1..32 {
+                check::<u32>(k, n);
+            }
+            for k in [1u8, 16, 17, 23, 31, 32, 33, 52, 56, 57, 63] {
+                check::<u64>(k, n);
+            }
+        }
+        // No low bits: the words stay as they are.
+        let mut out = [5u32, 6];
+        unpack_shift_in(&[], 0, &mut out).unwrap();
+        assert_eq!(out, [5, 6]);
     }
 
     #[test]

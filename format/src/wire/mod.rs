@@ -106,9 +106,8 @@ impl LitEncoding {
     /// Whether this encoding can store words of `width` bits.
     pub fn supports_width(self, width: u8) -> bool {
         match self {
-            LitEncoding::Huffman | LitEncoding::Huffman8 | LitEncoding::HSplit | LitEncoding::Rans => {
-                width <= MAX_ENTROPY_WIDTH
-            }
+            LitEncoding::Huffman | LitEncoding::Huffman8 | LitEncoding::Rans => width <= MAX_ENTROPY_WIDTH,
+            LitEncoding::HSplit => width <= hsplit::MAX_WIDTH,
             LitEncoding::Ctx => (2..=MAX_ENTROPY_WIDTH).contains(&width),
             LitEncoding::Nbr => (2..=8).contains(&width),
             _ => true,
@@ -127,6 +126,7 @@ pub fn decode(encoding: LitEncoding, width: u8, count: usize, payload: &[u8]) ->
             rule: match encoding {
                 LitEncoding::Ctx => "ctx literals hold 2- to 16-bit words",
                 LitEncoding::Nbr => "nbr literals hold 2- to 8-bit words",
+                LitEncoding::HSplit => "hsplit literals hold at most 32-bit words",
                 _ => "entropy-coded literals hold at most 16-bit words",
             },
         });
@@ -155,6 +155,7 @@ pub fn decode(encoding: LitEncoding, width: u8, count: usize, payload: &[u8]) ->
         LitEncoding::HSplit => match &mut words {
             Words::U8(w) => narrow(w, |w| hsplit::decode(payload, width, w))?,
             Words::U16(w) => hsplit::decode(payload, width, w)?,
+            Words::U32(w) => hsplit::decode(payload, width, w)?,
             _ => unreachable_width()?,
         },
         LitEncoding::Rans => match &mut words {
@@ -227,6 +228,7 @@ pub fn encode(encoding: LitEncoding, stream: &Stream) -> Option<Vec<u8>> {
         LitEncoding::HSplit => match stream.words() {
             Words::U8(w) => hsplit::encode(w, width),
             Words::U16(w) => hsplit::encode(w, width),
+            Words::U32(w) => hsplit::encode(w, width),
             _ => None,
         },
         LitEncoding::Rans => match stream.words() {
