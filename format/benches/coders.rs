@@ -3,8 +3,9 @@
 //! The data imitate a trained layer's BF16 weights (normal, sigma 0.04, from a fixed
 //! seed): whole 16-bit words, the 8-bit exponent column and the 7-bit mantissa column
 //! (the columns `Merge.fields[1,8,7]` splits a BF16 tensor into), and the top 13
-//! bits (the `ctx` field of `Merge.fields[13,3]`); and the same samples' FP32
-//! 23-bit mantissas (the packed field of `Merge.fields[9,23]`). Each coder decodes a
+//! bits (the `ctx` field of `Merge.fields[13,3]`); the same samples' FP32
+//! 23-bit mantissas (the packed field of `Merge.fields[9,23]`), whole FP32 words
+//! (one `hsplit` literal under `--fast-decode`) and whole FP16 words. Each coder decodes a
 //! 1 Mi-word literal; throughput is in words (elements) per second. These numbers
 //! back `DECODE_SLACK_*` in `encoder/src/synth/lit.rs`.
 
@@ -63,6 +64,21 @@ fn streams() -> Vec<(&'static str, Stream)> {
                 &f32_words(N)
                     .iter()
                     .map(|&x| u64::from(x & 0x7f_ffff))
+                    .collect::<Vec<_>>(),
+            )
+            .unwrap(),
+        ),
+        (
+            "fp32-b32",
+            Stream::from_u64s(32, &f32_words(N).iter().map(|&x| u64::from(x)).collect::<Vec<_>>()).unwrap(),
+        ),
+        (
+            "fp16-b16",
+            Stream::from_u64s(
+                16,
+                &f32_words(N)
+                    .iter()
+                    .map(|&x| u64::from(half::f16::from_f32(f32::from_bits(x)).to_bits()))
                     .collect::<Vec<_>>(),
             )
             .unwrap(),
