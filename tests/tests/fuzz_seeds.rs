@@ -332,11 +332,12 @@ fn literal_input(node: &Node) -> Option<Vec<u8>> {
 }
 
 /// Literals of every encoding at widths the archives do not use (odd bit
-/// widths, 40 and 64 bits), so each coder starts from a valid payload.
+/// widths, 23 and 32 bits for `hsplit`'s wide words, 40 and 64 bits), so each
+/// coder starts from a valid payload.
 fn synthetic_literals() -> Vec<Node> {
     let mut out = Vec::new();
     let mut rng = Rng(21);
-    for width in [1u8, 3, 7, 12, 16, 40, 64] {
+    for width in [1u8, 3, 7, 12, 16, 23, 32, 40, 64] {
         // Skewed values (small ones common), so every coder has something to gain.
         let values: Vec<u64> = (0..300)
             .map(|_| {
