@@ -89,9 +89,7 @@ pub fn encode<W: Word>(symbols: &[W], width: u8) -> Option<Vec<u8>> {
     let k = if below == 0 {
         best_split(&symbol_counts(symbols, width)?, width)?
     } else {
-        if symbols.iter().any(|s| s.to_u64() > mask(width)) {
-            return None;
-        }
+        // (A word wider than `width` makes `encode_split` refuse.)
         let tops: Vec<u16> = symbols.iter().map(|s| (s.to_u64() >> below) as u16).collect();
         below + best_split(&symbol_counts(&tops, MAX_HIGH_BITS)?, MAX_HIGH_BITS)?
     };
@@ -231,7 +229,7 @@ pub fn decode<W: Word>(payload: &[u8], width: u8, out: &mut [W]) -> Result<()> {
     let low = r.bytes(usize::try_from(low_bytes).unwrap_or(usize::MAX), "hsplit low bits")?;
     let streams = r.rest();
     match &lens {
-        Some(lens) => decode_high_parts(streams, &sizes, &syms, lens, out)?,
+        Some(lens) => decode_high(streams, &sizes, &syms, lens, out)?,
         None if !streams.is_empty() => {
             return Err(FormatError::TrailingBytes {
                 what: WHAT,
@@ -272,9 +270,10 @@ fn append_low_bits<W: Word>(low: &[u8], k: u8, out: &mut [W]) -> Result<()> {
     Ok(())
 }
 
-/// [`decode_high`], in WebAssembly through a 16-bit buffer for words of more than
-/// 16 bits (FP32's): one instance of the lane loop there, a smaller module.
-fn decode_high_parts<W: Word>(
+/// Decodes the high parts into `out` from the four streams. WebAssembly decodes
+/// those of words over 16 bits (FP32's) through a 16-bit buffer: one instance of
+/// the lane loop there, a smaller module.
+fn decode_high<W: Word>(
     streams: &[u8],
     sizes: &[usize; LANES - 1],
     syms: &[u32],
@@ -287,20 +286,8 @@ fn decode_high_parts<W: Word>(
         for (o, &h) in out.iter_mut().zip(&highs) {
             *o = W::from_u64(u64::from(h));
         }
-        Ok(())
-    } else {
-        decode_high(streams, sizes, syms, lens, out)
+        return Ok(());
     }
-}
-
-/// Decodes the high parts into `out` from the four streams.
-fn decode_high<W: Word>(
-    streams: &[u8],
-    sizes: &[usize; LANES - 1],
-    syms: &[u32],
-    lens: &[u8],
-    out: &mut [W],
-) -> Result<()> {
     if complete_code_depth(lens)? > TABLE_BITS {
         return Err(FormatError::Invalid {
             what: "hsplit code length (over 12 bits)",
