@@ -685,21 +685,44 @@ pub fn records(s: &Stream, r: usize) -> Option<(Vec<Stream>, Option<Stream>)> {
 
 /// The mantissa bits `t` worth coding with sign and exponent in one `Lit.ctx`
 /// (`t == mant`: the whole word), best estimate first, at most `tries`.
+///
+/// Each `t` is priced as `Merge.fields[k + t, mant - t]` of a `Lit.ctx` and a
+/// field coded on its own, from censuses alone: the counts of the top
+/// `k + t` bits are marginals of one census of the top `k + max t` bits, and
+/// the low field's of one census of the low bits (at most 16; wider fields are
+/// priced packed). Two passes over the words at most, instead of a split and
+/// two censuses for every `t`.
 pub fn ctx_choices(s: &Stream, exp: u8, mant: u8, tries: usize) -> Vec<u8> {
     let k = 1 + exp;
     let w = s.width();
     if k >= 16 || mant == 0 || w != k + mant {
         return Vec::new();
     }
+    let max_t = mant.min(16 - k);
+    let n = s.len() as u64;
+    let top = census(s, w - k - max_t, k + max_t);
+    // The low fields are the low `mant - t` bits; those of 16 bits or fewer
+    // are priced from the census of the low `low_bits`.
+    let low_bits = (mant - 1).min(16);
+    let low = if max_t == mant {
+        // `top` is the census of whole words.
+        marginal(&top, |v| v & ((1 << low_bits) - 1), low_bits)
+    } else {
+        census(s, 0, low_bits)
+    };
     let mut ests: Vec<(f64, u8)> = Vec::new();
-    for t in 1..=mant.min(16 - k) {
+    for t in 1..=max_t {
         let est = if t == mant {
-            ctx_estimate(s, k)
+            ctx::estimate_counts(&top, w, k)
         } else {
-            MergeOp::Fields(vec![k + t, mant - t])
-                .split(s)
-                .ok()
-                .and_then(|p| Some(ctx_estimate(&p[0], k)? + field_estimate(&p[1])))
+            let high = marginal(&top, |v| v >> (max_t - t), k + t);
+            let fw = mant - t;
+            let field = if fw > 16 {
+                n as f64 * f64::from(fw) / 8.0
+            } else {
+                field_estimate_counts(&marginal(&low, |v| v & ((1 << fw) - 1), fw), n, fw)
+            };
+            ctx::estimate_counts(&high, k + t, k).map(|e| e + field)
         };
         if let Some(e) = est {
             ests.push((e, t));
@@ -707,6 +730,26 @@ pub fn ctx_choices(s: &Stream, exp: u8, mant: u8, tries: usize) -> Vec<u8> {
     }
     ests.sort_by(|a, b| a.0.total_cmp(&b.0));
     ests.into_iter().take(tries).map(|(_, t)| t).collect()
+}
+
+/// How often each value of bits `shift .. shift + bits` of the words occurs
+/// (`2^bits` entries).
+fn census(s: &Stream, shift: u8, bits: u8) -> Vec<u64> {
+    let mut counts = vec![0u64; 1usize << bits];
+    let mask = (1u64 << bits) - 1;
+    with_words!(s.words(), w => for x in w.iter() {
+        counts[((brevis_format::Word::to_u64(*x) >> shift) & mask) as usize] += 1;
+    });
+    counts
+}
+
+/// The census of `f(v)` (a value of `bits` bits) from the census of `v`.
+fn marginal(counts: &[u64], f: impl Fn(usize) -> usize, bits: u8) -> Vec<u64> {
+    let mut out = vec![0u64; 1usize << bits];
+    for (v, &c) in counts.iter().enumerate() {
+        out[f(v)] += c;
+    }
+    out
 }
 
 /// `s` as one `Lit.ctx` split at `k`, if the encoding applies.
@@ -747,28 +790,12 @@ pub fn ctx_leaf(s: &Stream, k: u8) -> Option<Node> {
 /// (FP16) more on the all-MiniLM derived files, in the same time.
 const REGIME_MIN_GAIN: f64 = 0.0002;
 
-/// Estimated bytes of `s` as a `Lit.ctx` split at `k`.
-fn ctx_estimate(s: &Stream, k: u8) -> Option<f64> {
-    match s.words() {
-        Words::U8(w) => ctx::estimate(w, s.width(), k),
-        Words::U16(w) => ctx::estimate(w, s.width(), k),
-        _ => None,
-    }
-}
-
-/// Rough bytes of a field coded on its own: the smaller of packed bits and the
-/// order-0 entropy plus about a byte and a half of table per symbol (16 bits and
-/// below); packed bits above.
-fn field_estimate(s: &Stream) -> f64 {
-    let n = s.len() as f64;
-    let packed = n * f64::from(s.width()) / 8.0;
-    if s.width() > 16 {
-        return packed;
-    }
-    let mut counts = vec![0u64; 1usize << s.width()];
-    with_words!(s.words(), w => for x in w.iter() {
-        counts[brevis_format::Word::to_u64(*x) as usize] += 1;
-    });
+/// Rough bytes of a field of `width` bits (16 or fewer) coded on its own,
+/// from its census (`counts`, `n` words): the smaller of packed bits and the
+/// order-0 entropy plus about a byte and a half of table per symbol.
+fn field_estimate_counts(counts: &[u64], n: u64, width: u8) -> f64 {
+    let n = n as f64;
+    let packed = n * f64::from(width) / 8.0;
     let (mut bits, mut syms) = (0.0, 0usize);
     for &c in counts.iter().filter(|&&c| c > 0) {
         bits += c as f64 * (n / c as f64).log2();
@@ -814,4 +841,83 @@ pub fn hole_lower_bound(count: u64, constant: bool) -> usize {
     let vl = brevis_format::bytes::varint_len(count);
     let smallest = if constant { 3 + vl } else { 4 + vl };
     smallest.min(6)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Float-like words: a random sign, an exponent skewed around the middle of
+    /// its range, and mantissa bits whose top bit leans on the exponent.
+    fn floats(exp: u8, mant: u8, n: usize, seed: u64) -> Stream {
+        let mut x = seed;
+        let mut next = || {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x
+        };
+        let bias = (1u64 << (exp - 1)) - 1;
+        let values: Vec<u64> = (0..n)
+            .map(|_| {
+                let r = next();
+                let e = (bias - (r % 7).min(bias) + (r >> 3) % 2) & ((1 << exp) - 1);
+                let m = (r >> 8) & ((1 << mant) - 1);
+                let m = if e % 2 == 0 { m >> 1 } else { m };
+                (r >> 63) << (exp + mant) | e << mant | m
+            })
+            .collect();
+        Stream::from_u64s(1 + exp + mant, &values).unwrap()
+    }
+
+    /// What `ctx_choices` estimated before it worked from censuses: split the
+    /// stream at every `t` and price the two parts (kept here as the oracle).
+    fn ctx_choices_by_splitting(s: &Stream, exp: u8, mant: u8, tries: usize) -> Vec<u8> {
+        let k = 1 + exp;
+        let whole = |s: &Stream, k: u8| match s.words() {
+            Words::U8(w) => ctx::estimate(w, s.width(), k),
+            Words::U16(w) => ctx::estimate(w, s.width(), k),
+            _ => None,
+        };
+        let field = |s: &Stream| {
+            let n = s.len() as u64;
+            if s.width() > 16 {
+                return n as f64 * f64::from(s.width()) / 8.0;
+            }
+            let mut counts = vec![0u64; 1usize << s.width()];
+            for v in s.to_u64s() {
+                counts[v as usize] += 1;
+            }
+            field_estimate_counts(&counts, n, s.width())
+        };
+        let mut ests: Vec<(f64, u8)> = Vec::new();
+        for t in 1..=mant.min(16 - k) {
+            let est = if t == mant {
+                whole(s, k)
+            } else {
+                let p = MergeOp::Fields(vec![k + t, mant - t]).split(s).unwrap();
+                whole(&p[0], k).map(|e| e + field(&p[1]))
+            };
+            if let Some(e) = est {
+                ests.push((e, t));
+            }
+        }
+        ests.sort_by(|a, b| a.0.total_cmp(&b.0));
+        ests.into_iter().take(tries).map(|(_, t)| t).collect()
+    }
+
+    #[test]
+    fn ctx_choices_from_censuses_are_those_of_the_split_streams() {
+        // BF16, FP16, FP32, FP8 E4M3 and E5M2.
+        for (exp, mant) in [(8u8, 7u8), (5, 10), (8, 23), (4, 3), (5, 2)] {
+            for seed in [1u64, 2, 3] {
+                let s = floats(exp, mant, 5000, seed);
+                let all = usize::from(mant);
+                let got = ctx_choices(&s, exp, mant, all);
+                assert!(!got.is_empty(), "e{exp}m{mant}");
+                assert_eq!(got, ctx_choices_by_splitting(&s, exp, mant, all), "e{exp}m{mant} seed {seed}");
+                assert_eq!(ctx_choices(&s, exp, mant, 1), got[..1], "e{exp}m{mant}");
+            }
+        }
+    }
 }

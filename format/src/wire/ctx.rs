@@ -55,7 +55,7 @@ use alloc::vec::Vec;
 
 use super::rans::{
     check_end, finish_stream, ln, normalize_with, put, read_freqs, read_states, symbol_set_bits, table_freq_bits,
-    write_table, LnInv, StreamErrors,
+    write_table, Emitted, EncSym, LnInv, StreamErrors,
 };
 use super::tables::{ceil_log2, read_symbol_set, write_symbol_set, BitReader, BitWriter};
 use super::MAX_ENTROPY_WIDTH;
@@ -508,48 +508,57 @@ pub fn encode<W: Word>(symbols: &[W], width: u8, k: u8) -> Option<Vec<u8>> {
     let mut out = vec![k];
     out.extend(w.finish());
 
-    // (start, freq, scale) by H symbol, and by whole word for the low part.
-    let starts = |t: &Table| -> Vec<(u32, u32)> {
+    // The encoder step by H symbol, and by whole word for the low part.
+    let steps = |t: &Table| -> Vec<EncSym> {
         let mut s = 0;
         t.freqs
             .iter()
             .map(|&f| {
-                let r = (s, f);
+                let e = EncSym::new(s, f, t.scale);
                 s += f;
-                r
+                e
             })
             .collect()
     };
-    let mut enc_h = vec![(0u32, 0u32); 1usize << k];
-    for (&s, sf) in p.h.syms.iter().zip(starts(&p.h)) {
-        enc_h[s as usize] = sf;
+    let mut enc_h = vec![EncSym::default(); 1usize << k];
+    for (&s, e) in p.h.syms.iter().zip(steps(&p.h)) {
+        enc_h[s as usize] = e;
     }
-    let mut enc_l = vec![(0u32, 0u32, 0u32); 1usize << width];
-    let fb_starts = p.fallback.as_ref().map(|t| (t, starts(t)));
+    let mut enc_l = vec![EncSym::default(); 1usize << width];
+    let fb_steps = p.fallback.as_ref().map(|t| (t, steps(t)));
     for (&hs, own) in p.h.syms.iter().zip(&p.own) {
         let (t, st) = match own {
-            Some(t) => (t, starts(t)),
+            Some(t) => (t, steps(t)),
             None => {
-                let (t, st) = fb_starts.as_ref().expect("shared contexts have a fallback");
+                let (t, st) = fb_steps.as_ref().expect("shared contexts have a fallback");
                 (*t, st.clone())
             }
         };
-        for (&l, &(s, f)) in t.syms.iter().zip(&st) {
-            enc_l[((hs as usize) << lb) | l as usize] = (s, f, t.scale);
+        for (&l, &e) in t.syms.iter().zip(&st) {
+            enc_l[((hs as usize) << lb) | l as usize] = e;
         }
     }
 
     let mut states = [RANS_L; LANES];
-    let mut words: Vec<u16> = Vec::with_capacity(symbols.len() / 2 + 16);
-    for (i, sym) in symbols.iter().enumerate().rev() {
+    // Two steps a word: the low part's, then the high part's.
+    let mut words = Emitted::with_room(2 * symbols.len());
+    let mut step = |x: &mut u32, sym: &W| {
         let v = sym.to_u64() as usize;
-        let x = &mut states[i % LANES];
-        let (s, f, scale) = enc_l[v];
-        put(x, &mut words, s, f, scale);
-        let (s, f) = enc_h[v >> lb];
-        put(x, &mut words, s, f, p.h.scale);
+        put(x, &mut words, &enc_l[v]);
+        put(x, &mut words, &enc_h[v >> lb]);
+    };
+    // From the last word to the first (word `i` in state `i mod 4`); whole
+    // rounds with constant lane indices, so the states stay in registers.
+    let full = symbols.len() / LANES * LANES;
+    for (i, sym) in symbols.iter().enumerate().skip(full).rev() {
+        step(&mut states[i % LANES], sym);
     }
-    finish_stream(&mut out, &states, symbols.len(), &words);
+    for round in symbols[..full].chunks_exact(LANES).rev() {
+        for l in (0..LANES).rev() {
+            step(&mut states[l], &round[l]);
+        }
+    }
+    finish_stream(&mut out, &states, symbols.len(), words.words());
     Some(out)
 }
 

@@ -50,7 +50,7 @@ use alloc::vec;
 use alloc::vec::Vec;
 
 use super::ctx::{empty_output, plan_contexts, read_context_tables, write_context_tables, Table};
-use super::rans::{check_end, finish_stream, put, read_states, StreamErrors};
+use super::rans::{check_end, finish_stream, put, read_states, Emitted, EncSym, StreamErrors};
 use super::tables::{BitReader, BitWriter};
 use crate::error::{FormatError, Result};
 
@@ -533,21 +533,21 @@ fn encode_plan(symbols: &[u8], width: u8, p: &Plan) -> Vec<u8> {
     write_context_tables(&mut w, &p.own, p.fallback.as_ref());
     out.extend(w.finish());
 
-    // (start, freq, scale) by context and word.
+    // The encoder step by context and word.
     let size = 1usize << width;
-    let mut enc = vec![(0u32, 0u32, 0u32); p.own.len() * size];
+    let mut enc = vec![EncSym::default(); p.own.len() * size];
     for (c, o) in p.own.iter().enumerate() {
         let Some(t) = o.as_ref().or(p.fallback.as_ref()) else {
             unreachable!("contexts without a table take the fallback")
         };
         let mut start = 0;
         for (&v, &f) in t.syms.iter().zip(&t.freqs) {
-            enc[c * size + v as usize] = (start, f, t.scale);
+            enc[c * size + v as usize] = EncSym::new(start, f, t.scale);
             start += f;
         }
     }
     let mut states = [RANS_L; LANES];
-    let mut words: Vec<u16> = Vec::with_capacity(symbols.len() / 2 + 16);
+    let mut words = Emitted::with_room(symbols.len());
     // The decoder's step order (round r: word r of each lane in turn), reversed.
     let q = lane_len(symbols.len());
     for r in (0..q).rev() {
@@ -556,11 +556,14 @@ fn encode_plan(symbols: &[u8], width: u8, p: &Plan) -> Vec<u8> {
             if i >= symbols.len() {
                 continue;
             }
-            let (start, f, scale) = enc[usize::from(p.contexts[i]) * size + usize::from(symbols[i])];
-            put(x, &mut words, start, f, scale);
+            put(
+                x,
+                &mut words,
+                &enc[usize::from(p.contexts[i]) * size + usize::from(symbols[i])],
+            );
         }
     }
-    finish_stream(&mut out, &states, symbols.len(), &words);
+    finish_stream(&mut out, &states, symbols.len(), words.words());
     out
 }
 

@@ -127,33 +127,104 @@ fn encode_with<W: Word>(symbols: &[W], syms: &[u32], freqs: &[u32], scale: u32, 
     write_table(&mut w, syms, freqs, scale);
     let mut out = w.finish();
 
-    // (start, freq) by symbol value.
-    let mut enc = vec![(0u32, 0u32); 1usize << width];
+    // The encoder step of each symbol value.
+    let mut enc = vec![EncSym::default(); 1usize << width];
     let mut start = 0u32;
     for (&s, &f) in syms.iter().zip(freqs) {
-        enc[s as usize] = (start, f);
+        enc[s as usize] = EncSym::new(start, f, scale);
         start += f;
     }
     let mut states = [RANS_L; LANES];
-    let mut words: Vec<u16> = Vec::with_capacity(symbols.len() / 2 + 16);
-    for (i, sym) in symbols.iter().enumerate().rev() {
-        let (start, f) = enc[sym.to_u64() as usize];
-        put(&mut states[i % LANES], &mut words, start, f, scale);
+    let mut words = Emitted::with_room(symbols.len());
+    // From the last word to the first (word `i` in state `i mod 4`); whole
+    // rounds with constant lane indices, so the states stay in registers.
+    let full = symbols.len() / LANES * LANES;
+    for (i, sym) in symbols.iter().enumerate().skip(full).rev() {
+        put(&mut states[i % LANES], &mut words, &enc[sym.to_u64() as usize]);
     }
-    finish_stream(&mut out, &states, symbols.len(), &words);
+    for round in symbols[..full].chunks_exact(LANES).rev() {
+        for l in (0..LANES).rev() {
+            put(&mut states[l], &mut words, &enc[round[l].to_u64() as usize]);
+        }
+    }
+    finish_stream(&mut out, &states, symbols.len(), words.words());
     out
 }
 
-/// One rANS encoder step: codes a symbol of frequency `f` starting at `start` in
-/// a table of `scale` bits into state `x`, first pushing its low 16 bits to
-/// `words` when it would overflow (the decoder's renormalization, reversed).
-#[inline(always)]
-pub(super) fn put(x: &mut u32, words: &mut Vec<u16>, start: u32, f: u32, scale: u32) {
-    if u64::from(*x) >= u64::from(f) << (32 - scale) {
-        words.push(*x as u16);
-        *x >>= 16;
+/// One symbol's rANS encoder step, with the division by its frequency turned
+/// into a multiplication: the step is `x = (x / f) * M + x mod f + start`,
+/// which is `x + start + q * (M - f)` with `q = x / f`, and `q` is the high
+/// half of `x * ceil(2^64 / f)` (exact for every 32-bit `x`: the reciprocal's
+/// rounding adds less than `x / 2^64 < 1 / f` to `x / f`, which never carries
+/// it past the next integer). A frequency of 1 has no 64-bit reciprocal; it
+/// takes `2^64 - 1`, making `q = x - 1`, and one more `M - 1` in the bias
+/// (`x + start + M - 1 + (x - 1)(M - 1) = x * M + start`), as in ryg_rans.
+#[derive(Clone, Copy, Default)]
+pub(super) struct EncSym {
+    /// States at or above this renormalize first: `f << (32 - scale)`.
+    x_max: u64,
+    /// `ceil(2^64 / f)`, or `2^64 - 1` for `f = 1`.
+    rcp: u64,
+    /// `start`, or `start + M - 1` for `f = 1`.
+    bias: u32,
+    /// `M - f`.
+    cmpl: u32,
+}
+
+impl EncSym {
+    /// The step for a symbol of frequency `f` (at least 1) starting at slot
+    /// `start` in a table of `2^scale` slots.
+    pub(super) fn new(start: u32, f: u32, scale: u32) -> Self {
+        let m = 1u32 << scale;
+        let (rcp, bias) = if f == 1 {
+            (u64::MAX, start + m - 1)
+        } else {
+            (u64::MAX / u64::from(f) + 1, start)
+        };
+        EncSym {
+            x_max: u64::from(f) << (32 - scale),
+            rcp,
+            bias,
+            cmpl: m - f,
+        }
     }
-    *x = ((*x / f) << scale) + (*x % f) + start;
+}
+
+/// The 16-bit words an encoder emits, in emission order. Room for one word a
+/// step is made up front, so a step stores its word whether or not it
+/// renormalizes and only counts it when it does: no branch on the data, which
+/// mispredicted about as often as the coder emits.
+pub(super) struct Emitted {
+    buf: Vec<u16>,
+    len: usize,
+}
+
+impl Emitted {
+    /// Room for `steps` encoder steps (each emits at most one word).
+    pub(super) fn with_room(steps: usize) -> Self {
+        Emitted {
+            buf: vec![0; steps + 1],
+            len: 0,
+        }
+    }
+
+    /// The words emitted so far.
+    pub(super) fn words(&self) -> &[u16] {
+        &self.buf[..self.len]
+    }
+}
+
+/// One rANS encoder step: codes symbol `e` into state `x`, first emitting its
+/// low 16 bits to `words` when it would overflow (the decoder's
+/// renormalization, reversed). `words` must have room for this step.
+#[inline(always)]
+pub(super) fn put(x: &mut u32, words: &mut Emitted, e: &EncSym) {
+    let renorm = u64::from(*x) >= e.x_max;
+    words.buf[words.len] = *x as u16;
+    words.len += usize::from(renorm);
+    *x >>= u32::from(renorm) << 4;
+    let q = ((u128::from(*x) * u128::from(e.rcp)) >> 64) as u32;
+    *x = *x + e.bias + q * e.cmpl;
 }
 
 /// Appends the states of the `min(4, n)` lanes used by `n` symbols, then the
@@ -636,6 +707,53 @@ mod tests {
     use super::*;
 
     coder_tests!(Rans, "rans", read_freqs, rare: 40, tables: [400, 2000], data: 1.002, small: (1.0, 48.0));
+
+    /// The reciprocal step is the division step, `x = (x / f) * M + x mod f +
+    /// start`, for every frequency of every scale up to 16, at the states
+    /// where a rounding error would show: both ends of the range the step sees
+    /// (from `(f << (32 - scale)) >> 16` after a renormalization to just below
+    /// `f << (32 - scale)`), around multiples of `f`, and random ones.
+    #[test]
+    fn reciprocal_step_is_the_division_step() {
+        let mut rng = super::super::tables::testing::Rng(11);
+        for scale in 1..=MAX_SCALE {
+            let m = 1u32 << scale;
+            let fs: Vec<u32> = if scale >= 12 {
+                // Every frequency at the largest scales is too many; take the
+                // small, the large and a random sample.
+                (1..64)
+                    .chain(m - 64..m)
+                    .chain((0..2000).map(|_| 1 + (rng.next() % u64::from(m - 1)) as u32))
+                    .collect()
+            } else {
+                (1..m).collect()
+            };
+            for f in fs {
+                let start = m - f;
+                let e = EncSym::new(start, f, scale);
+                // States from the smallest a renormalization leaves to just
+                // below the threshold that would renormalize.
+                let top = (u64::from(f) << (32 - scale)) - 1;
+                let lo = ((top + 1) >> 16).max(1);
+                let fq = u64::from(f);
+                let mut xs = vec![lo, lo + 1, top, top - 1, u64::from(RANS_L)];
+                for _ in 0..16 {
+                    let q = lo / fq + rng.next() % (top / fq - lo / fq + 1);
+                    xs.extend([q * fq, q * fq + fq - 1]);
+                    xs.push(lo + rng.next() % (top - lo + 1));
+                }
+                for x in xs.into_iter().filter(|&x| (lo..=top).contains(&x)) {
+                    let x = x as u32;
+                    let want = (x / f) * m + x % f + start;
+                    let mut got = x;
+                    let mut words = Emitted::with_room(1);
+                    put(&mut got, &mut words, &e);
+                    assert!(words.words().is_empty(), "no renormalization below x_max");
+                    assert_eq!(got, want, "x {x} f {f} scale {scale}");
+                }
+            }
+        }
+    }
 
     /// The counted table bits are the written ones, and a shared logarithm cache
     /// changes no frequency, over many skewed tables and scales.

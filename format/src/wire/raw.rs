@@ -1,6 +1,7 @@
 //! `raw`: each word in `ceil(b/8)` little-endian bytes. The payload is exactly
 //! `count * ceil(b/8)` bytes; high bits above `b` must be zero.
 
+use alloc::vec;
 use alloc::vec::Vec;
 
 use crate::error::{FormatError, Result};
@@ -13,10 +14,24 @@ pub fn word_bytes(width: u8) -> usize {
 
 /// Writes words of `width` bits as raw little-endian bytes.
 pub fn encode<W: Word>(words: &[W], width: u8) -> Vec<u8> {
-    let wb = word_bytes(width);
-    let mut out = Vec::with_capacity(words.len() * wb);
-    for &w in words {
-        out.extend_from_slice(&w.to_u64().to_le_bytes()[..wb]);
+    match word_bytes(width) {
+        1 => encode_bytes::<W, 1>(words),
+        2 => encode_bytes::<W, 2>(words),
+        3 => encode_bytes::<W, 3>(words),
+        4 => encode_bytes::<W, 4>(words),
+        5 => encode_bytes::<W, 5>(words),
+        6 => encode_bytes::<W, 6>(words),
+        7 => encode_bytes::<W, 7>(words),
+        _ => encode_bytes::<W, 8>(words),
+    }
+}
+
+/// Words as `B` little-endian bytes each (a constant, so the loop vectorizes:
+/// the encoder builds raw bytes of every stream it tries zstd on).
+fn encode_bytes<W: Word, const B: usize>(words: &[W]) -> Vec<u8> {
+    let mut out = vec![0u8; words.len() * B];
+    for (o, &w) in out.chunks_exact_mut(B).zip(words) {
+        o.copy_from_slice(&w.to_u64().to_le_bytes()[..B]);
     }
     out
 }
