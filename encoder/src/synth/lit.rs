@@ -246,7 +246,8 @@ fn pick(sizes: &[(LitEncoding, usize)], slack_ppm: u64) -> Option<LitEncoding> {
 /// best literal and `bound` (otherwise it cannot win, and costs seconds).
 ///
 /// Raw and bit-packed sizes are exact functions of the length and the largest
-/// word, so those payloads are only built for the winner.
+/// word, and Huffman's of the code lengths, so those payloads are only built
+/// for the winner.
 pub fn best_lit_below(s: &Stream, policy: &LitPolicy, bound: usize) -> Node {
     let width = s.width();
     let n = s.len();
@@ -263,10 +264,13 @@ pub fn best_lit_below(s: &Stream, policy: &LitPolicy, bound: usize) -> Node {
         }
         built.push(node);
     };
-    for enc in [LitEncoding::Huffman, LitEncoding::Rans] {
-        if let Some(node) = lit(s, enc, 0) {
-            keep(node, &mut sizes, &mut built);
-        }
+    // Huffman's size is exact from its code lengths: its payload is only
+    // built if it is picked.
+    if let Some(len) = wire::huffman_len(LitEncoding::Huffman, s) {
+        sizes.push((LitEncoding::Huffman, lit_size(s, len)));
+    }
+    if let Some(node) = lit(s, LitEncoding::Rans, 0) {
+        keep(node, &mut sizes, &mut built);
     }
     if policy.hsplit && n >= HSPLIT_MIN_WORDS && width > 8 {
         if let Some(node) = lit(s, LitEncoding::HSplit, 0) {
@@ -308,8 +312,8 @@ pub fn best_lit_below(s: &Stream, policy: &LitPolicy, bound: usize) -> Node {
     // encoding pass everywhere else. (Trying them always could also shift `pick`'s
     // walk among the other encodings in rare near-ties; this leaves it as it was.)
     if enc == LitEncoding::Huffman && n >= HUFFMAN8_MIN_WORDS {
-        if let Some(node) = lit(s, LitEncoding::Huffman8, 0) {
-            keep(node, &mut sizes, &mut built);
+        if let Some(len) = wire::huffman_len(LitEncoding::Huffman8, s) {
+            sizes.push((LitEncoding::Huffman8, lit_size(s, len)));
             enc = pick(&sizes, policy.decode_slack_ppm).expect("raw always applies");
         }
     }

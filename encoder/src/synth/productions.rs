@@ -915,7 +915,11 @@ mod tests {
                 let all = usize::from(mant);
                 let got = ctx_choices(&s, exp, mant, all);
                 assert!(!got.is_empty(), "e{exp}m{mant}");
-                assert_eq!(got, ctx_choices_by_splitting(&s, exp, mant, all), "e{exp}m{mant} seed {seed}");
+                assert_eq!(
+                    got,
+                    ctx_choices_by_splitting(&s, exp, mant, all),
+                    "e{exp}m{mant} seed {seed}"
+                );
                 assert_eq!(ctx_choices(&s, exp, mant, 1), got[..1], "e{exp}m{mant}");
             }
         }

@@ -20,20 +20,20 @@ pub fn encode<W: Word>(words: &[W], _width: u8) -> Vec<u8> {
 /// Appends `values` (each below `2^k`) packed in `k` bits each, least significant
 /// bit first, the last byte zero-padded: the body of a `packed` payload.
 pub(crate) fn pack(values: impl Iterator<Item = u64>, k: u8, out: &mut Vec<u8>) {
+    // Fewer than 64 bits wait in `acc` between words; 8 bytes leave at once.
     let mut acc: u128 = 0;
     let mut nbits = 0u32;
     for v in values {
         acc |= u128::from(v) << nbits;
         nbits += u32::from(k);
-        while nbits >= 8 {
-            out.push(acc as u8);
-            acc >>= 8;
-            nbits -= 8;
+        if nbits >= 64 {
+            out.extend_from_slice(&(acc as u64).to_le_bytes());
+            acc >>= 64;
+            nbits -= 64;
         }
     }
-    if nbits > 0 {
-        out.push(acc as u8);
-    }
+    let rest = nbits.div_ceil(8) as usize;
+    out.extend_from_slice(&(acc as u64).to_le_bytes()[..rest]);
 }
 
 /// Unpacks `out.len()` words of at most `width` bits.

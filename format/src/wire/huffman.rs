@@ -53,7 +53,7 @@ use alloc::vec;
 use alloc::vec::Vec;
 
 use super::tables::{ceil_log2, census, start_decode, write_symbol_set, BitReader, BitWriter, Census};
-use crate::bytes::{put_varint, ByteReader};
+use crate::bytes::{put_varint, varint_len, ByteReader};
 use crate::error::{FormatError, Result};
 use crate::stream::Word;
 
@@ -84,6 +84,46 @@ pub fn encode<W: Word>(symbols: &[W], width: u8) -> Option<Vec<u8>> {
 /// [`encode`] in [`LANES8`] bit streams (`huffman8`).
 pub fn encode8<W: Word>(symbols: &[W], width: u8) -> Option<Vec<u8>> {
     encode_lanes::<W, LANES8>(symbols, width)
+}
+
+/// The exact length of [`encode`]'s payload (`lanes` = [`LANES`]) or
+/// [`encode8`]'s ([`LANES8`]), without coding the words: the table is built,
+/// and each bit stream's length is its codes' total length, rounded up to a
+/// byte. `None` where the encoder would return `None` (or for another lane count).
+pub fn encoded_len<W: Word>(symbols: &[W], width: u8, lanes: usize) -> Option<usize> {
+    match lanes {
+        LANES => encoded_len_lanes::<W, LANES>(symbols, width),
+        LANES8 => encoded_len_lanes::<W, LANES8>(symbols, width),
+        _ => None,
+    }
+}
+
+fn encoded_len_lanes<W: Word, const L: usize>(symbols: &[W], width: u8) -> Option<usize> {
+    let (syms, cs) = match census(symbols, width)? {
+        Census::Payload(p) => return Some(p.len()),
+        Census::Symbols(syms, cs) => (syms, cs),
+    };
+    let mut w = BitWriter::default();
+    write_symbol_set(&mut w, &syms);
+    let lens = choose_lengths(&cs);
+    write_lengths(&mut w, &lens);
+    let mut len_of = vec![0u8; 1usize << width];
+    for (&s, &l) in syms.iter().zip(&lens) {
+        len_of[s as usize] = l;
+    }
+    let mut bits = [0u64; L];
+    let mut rounds = symbols.chunks_exact(L);
+    for r in &mut rounds {
+        for (b, s) in bits.iter_mut().zip(r) {
+            *b += u64::from(len_of[s.to_u64() as usize]);
+        }
+    }
+    for (b, s) in bits.iter_mut().zip(rounds.remainder()) {
+        *b += u64::from(len_of[s.to_u64() as usize]);
+    }
+    let streams = bits.map(|b| b.div_ceil(8) as usize);
+    let sizes: usize = streams[..L - 1].iter().map(|&b| varint_len(b as u64)).sum();
+    Some(w.finish().len() + sizes + streams.iter().sum::<usize>())
 }
 
 /// Decodes `out.len()` symbols of `width` bits from a payload made by [`encode`].
@@ -595,6 +635,34 @@ mod tests {
     use super::*;
 
     coder_tests!(Huffman, "huffman", read_lengths, rare: 1300, tables: [200, 700], data: 1.005, small: (1.05, 32.0));
+
+    /// `encoded_len` is the length of the payload `encode` and `encode8` write,
+    /// for empty, single-symbol and skewed streams of every width, of lengths
+    /// that are and are not whole rounds of lanes.
+    #[test]
+    fn encoded_len_is_the_payload_length() {
+        let mut rng = super::super::tables::testing::Rng(5);
+        for width in 1..=16u8 {
+            for n in [0usize, 1, 3, 7, 8, 9, 100, 1001, 5000] {
+                // 1: a single symbol; 3 and 40: skewed small values; 0: uniform.
+                for skew in [1u64, 3, 40, 0] {
+                    let words: Vec<u16> = (0..n)
+                        .map(|_| {
+                            let r = rng.next();
+                            let v = if skew == 0 { r } else { r % (1 + (r >> 32) % skew * 7) };
+                            (v & ((1 << width) - 1)) as u16
+                        })
+                        .collect();
+                    let e4 = encode(&words, width).unwrap();
+                    assert_eq!(encoded_len(&words, width, LANES), Some(e4.len()), "w{width} n{n}");
+                    let e8 = encode8(&words, width).unwrap();
+                    assert_eq!(encoded_len(&words, width, LANES8), Some(e8.len()), "w{width} n{n}");
+                }
+            }
+        }
+        assert_eq!(encoded_len(&[1u8, 2], 8, 5), None);
+        assert_eq!(encoded_len(&[300u16], 8, LANES), None);
+    }
 
     #[test]
     fn lengths_are_optimal_and_limited() {

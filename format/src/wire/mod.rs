@@ -204,6 +204,26 @@ fn unreachable_width() -> Result<()> {
     })
 }
 
+/// The exact payload length [`encode`] would give, where it is known without
+/// coding the words: `huffman` and `huffman8` (their streams' lengths follow
+/// from the code lengths); `None` for every other encoding, and where
+/// [`encode`] gives `None`.
+pub fn huffman_len(encoding: LitEncoding, stream: &Stream) -> Option<usize> {
+    let lanes = match encoding {
+        LitEncoding::Huffman => huffman::LANES,
+        LitEncoding::Huffman8 => huffman::LANES8,
+        _ => return None,
+    };
+    if !encoding.supports_width(stream.width()) {
+        return None;
+    }
+    match stream.words() {
+        Words::U8(w) => huffman::encoded_len(w, stream.width(), lanes),
+        Words::U16(w) => huffman::encoded_len(w, stream.width(), lanes),
+        _ => None,
+    }
+}
+
 /// Encodes a stream with one of the pure-Rust encodings (everything but zstd,
 /// whose encoder lives in the encoder crate). Returns `None` where the encoding
 /// does not apply to this stream.
