@@ -34,8 +34,9 @@ use std::sync::Arc;
 use brevis_format::archive::chunk_checksum;
 use brevis_format::program::{serialized_size, Node};
 use brevis_format::stream::Stream;
+use brevis_format::wire::LitEncoding;
 
-use super::lit::{best_lit_below, prefer_fast_root, LitPolicy};
+use super::lit::{pick_lit_below, prefer_fast_root, LitPolicy};
 use super::prior::{Context, Prior, PriorCounts};
 use super::productions::{
     ctx_leaf, hole_lower_bound, lit_mode, mostly_repeated_words, open, productions, Grammar, LitMode, Prod, Role, Shape,
@@ -148,8 +149,43 @@ struct Hole {
 /// One applied production, in pre-order.
 #[derive(Clone)]
 enum Step {
-    Leaf(Arc<Node>),
+    Leaf(Arc<Leaf>),
     Open(Shape, usize),
+}
+
+/// A closed hole: a node, or a literal known by its encoding and exact size,
+/// whose payload is built only if it ends up in the program (most leaves the
+/// search closes are compared and dropped).
+enum Leaf {
+    Node(Node),
+    Lit {
+        s: Arc<Stream>,
+        encoding: LitEncoding,
+        size: usize,
+    },
+}
+
+impl Leaf {
+    /// The leaf's exact serialized size.
+    fn size(&self) -> usize {
+        match self {
+            Leaf::Node(n) => serialized_size(n),
+            Leaf::Lit { size, .. } => *size,
+        }
+    }
+
+    /// The leaf's node, its payload built now if it was not.
+    fn node(&self) -> Node {
+        match self {
+            Leaf::Node(n) => n.clone(),
+            Leaf::Lit { s, encoding, size } => super::lit::PickedLit {
+                encoding: *encoding,
+                size: *size,
+                node: None,
+            }
+            .build(s),
+        }
+    }
 }
 
 #[derive(Clone)]
@@ -212,7 +248,7 @@ struct Run<'a> {
     search: &'a AStarSearch,
     grammar: Grammar,
     trace: bool,
-    memo: HashMap<LeafKey, (Arc<Node>, usize)>,
+    memo: HashMap<LeafKey, (Arc<Leaf>, usize)>,
     /// Choices per hole id: several states reach the same hole, and the
     /// grammar's ctx estimates are not free (a pass over the stream per split).
     choices: HashMap<u64, Vec<(Prod, f64)>>,
@@ -251,15 +287,15 @@ impl Run<'_> {
     }
 
     /// The leaf `p` closes `hole` with (`None` when it does not apply).
-    fn close(&mut self, p: Prod, hole: &Hole, bound: usize) -> Option<Arc<Node>> {
+    fn close(&mut self, p: Prod, hole: &Hole, bound: usize) -> Option<Arc<Leaf>> {
         let s = &*hole.s;
         let root = matches!(hole.role, Role::Root(_)) && hole.depth == 0;
         match p {
-            Prod::Const => Some(Arc::new(Node::Const {
+            Prod::Const => Some(Arc::new(Leaf::Node(Node::Const {
                 width: s.width(),
                 count: s.len() as u64,
                 value: super::lit::constant(s)?,
-            })),
+            }))),
             Prod::Lit | Prod::Ctx(_) => {
                 let mode = lit_mode(hole.role);
                 let width = s.width();
@@ -272,18 +308,26 @@ impl Run<'_> {
                         return Some(n.clone());
                     }
                 }
-                let node = match p {
-                    Prod::Ctx(k) => ctx_leaf(s, k)?,
+                let leaf = match p {
+                    Prod::Ctx(k) => Leaf::Node(ctx_leaf(s, k)?),
                     _ => {
                         let mut policy = self.search.policy(mode);
                         // As the menu: roots of few distinct words always get the slow zstd trial.
                         if root && mostly_repeated_words(s) {
                             policy.zstd_retry_within = f64::INFINITY;
                         }
-                        best_lit_below(s, &policy, bound)
+                        let picked = pick_lit_below(s, &policy, bound);
+                        match picked.node {
+                            Some(n) => Leaf::Node(n),
+                            None => Leaf::Lit {
+                                s: hole.s.clone(),
+                                encoding: picked.encoding,
+                                size: picked.size,
+                            },
+                        }
                     }
                 };
-                let node = Arc::new(node);
+                let node = Arc::new(leaf);
                 self.memo.insert(key, (node.clone(), bound));
                 Some(node)
             }
@@ -303,7 +347,7 @@ impl Run<'_> {
             let Some(leaf) = self.close(p, &hole, bound) else {
                 return false;
             };
-            st.g += serialized_size(&leaf);
+            st.g += leaf.size();
             st.steps.push(Step::Leaf(leaf));
             return true;
         }
@@ -366,7 +410,7 @@ impl Run<'_> {
 /// Rebuilds a program from its pre-order steps.
 fn build(steps: &mut std::slice::Iter<'_, Step>) -> Node {
     match steps.next().expect("a complete program") {
-        Step::Leaf(n) => (**n).clone(),
+        Step::Leaf(leaf) => leaf.node(),
         Step::Open(shape, k) => {
             let children = (0..*k).map(|_| build(steps)).collect();
             shape.build(children)
@@ -646,7 +690,7 @@ mod tests {
         for p in productions(s, role, &run.grammar, depth) {
             let size = if p.closes() {
                 let hole = run.hole(s.clone(), role, depth, None);
-                run.close(p, &hole, usize::MAX).map(|n| serialized_size(&n))
+                run.close(p, &hole, usize::MAX).map(|l| l.size())
             } else {
                 open(p, s, role).map(|o| {
                     let k = o.children.len();

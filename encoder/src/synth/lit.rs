@@ -249,6 +249,35 @@ fn pick(sizes: &[(LitEncoding, usize)], slack_ppm: u64) -> Option<LitEncoding> {
 /// word, and Huffman's of the code lengths, so those payloads are only built
 /// for the winner.
 pub fn best_lit_below(s: &Stream, policy: &LitPolicy, bound: usize) -> Node {
+    pick_lit_below(s, policy, bound).build(s)
+}
+
+/// The literal [`best_lit_below`] picks, and its exact serialized size: built
+/// where a trial already built it, else only named (raw, packed and Huffman
+/// sizes are known without their payloads), so that a search which compares
+/// many leaves and keeps few builds only those it keeps ([`PickedLit::build`]).
+pub struct PickedLit {
+    /// The encoding picked.
+    pub encoding: LitEncoding,
+    /// The literal's exact serialized size.
+    pub size: usize,
+    /// The literal, if a trial built it.
+    pub node: Option<Node>,
+}
+
+impl PickedLit {
+    /// The literal node of `s` (the stream it was picked for).
+    pub fn build(self, s: &Stream) -> Node {
+        let node = self
+            .node
+            .unwrap_or_else(|| lit(s, self.encoding, 0).expect("the picked encoding applies"));
+        debug_assert_eq!(serialized_size(&node), self.size);
+        node
+    }
+}
+
+/// [`best_lit_below`]'s choice, without building a payload no trial built.
+pub fn pick_lit_below(s: &Stream, policy: &LitPolicy, bound: usize) -> PickedLit {
     let width = s.width();
     let n = s.len();
     let raw_size = lit_size(s, n * raw::word_bytes(width));
@@ -317,10 +346,18 @@ pub fn best_lit_below(s: &Stream, policy: &LitPolicy, bound: usize) -> Node {
             enc = pick(&sizes, policy.decode_slack_ppm).expect("raw always applies");
         }
     }
-    built
-        .into_iter()
-        .find(|n| matches!(n, Node::Lit { encoding, .. } if *encoding == enc))
-        .unwrap_or_else(|| lit(s, enc, 0).expect("raw and packed apply to every stream"))
+    let size = sizes
+        .iter()
+        .find(|(e, _)| *e == enc)
+        .map(|&(_, size)| size)
+        .expect("the pick is among the sizes");
+    PickedLit {
+        encoding: enc,
+        size,
+        node: built
+            .into_iter()
+            .find(|n| matches!(n, Node::Lit { encoding, .. } if *encoding == enc)),
+    }
 }
 
 #[cfg(test)]
@@ -342,6 +379,47 @@ mod tests {
             let packed = lit(&s, LitEncoding::BitPacked, 0).unwrap();
             let k = 64 - values.iter().max().unwrap().leading_zeros() as usize;
             assert_eq!(lit_size(&s, 1 + (n * k).div_ceil(8)), serialized_size(&packed));
+        }
+    }
+
+    /// A picked literal's size is its node's, built or not, for streams where
+    /// each encoding wins (raw, packed, Huffman, rANS, zstd) and every policy.
+    #[test]
+    fn picked_sizes_are_the_built_literals_sizes() {
+        use LitEncoding::*;
+        let mut x = 0x2545_F491_4F6C_DD1Du64;
+        let mut next = |m: u64| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x % m
+        };
+        let streams = [
+            Stream::from_u64s(8, &(0..5000).map(|_| next(256)).collect::<Vec<_>>()).unwrap(),
+            Stream::from_u64s(8, &(0..5000).map(|_| next(100)).collect::<Vec<_>>()).unwrap(),
+            Stream::from_u64s(8, &(0..5000).map(|_| next(4).min(next(256))).collect::<Vec<_>>()).unwrap(),
+            Stream::from_u64s(16, &(0..9000).map(|_| next(7).min(next(40)) * 1000).collect::<Vec<_>>()).unwrap(),
+            Stream::from_u64s(8, &(0..6000u64).map(|i| (i % 50) * 3).collect::<Vec<_>>()).unwrap(),
+            Stream::from_u64s(32, &(0..700).map(|_| next(1 << 20)).collect::<Vec<_>>()).unwrap(),
+        ];
+        let mut seen = Vec::new();
+        for s in &streams {
+            for policy in [
+                LitPolicy::new(0, 1.0),
+                LitPolicy::new(3, 1.0),
+                LitPolicy::new(3, 1.0).fast_decode(),
+            ] {
+                let picked = pick_lit_below(s, &policy, usize::MAX);
+                let (enc, size) = (picked.encoding, picked.size);
+                let node = picked.build(s);
+                assert_eq!(serialized_size(&node), size, "{enc:?}");
+                assert!(matches!(node, Node::Lit { encoding, .. } if encoding == enc));
+                assert_eq!(node, best_lit(s, &policy));
+                seen.push(enc);
+            }
+        }
+        for enc in [Raw, BitPacked, Huffman8, Rans, Zstd] {
+            assert!(seen.contains(&enc), "no stream picked {enc:?}: {seen:?}");
         }
     }
 
