@@ -863,7 +863,7 @@ mod tests {
                 let r = next();
                 let e = (bias - (r % 7).min(bias) + (r >> 3) % 2) & ((1 << exp) - 1);
                 let m = (r >> 8) & ((1 << mant) - 1);
-                let m = if e % 2 == 0 { m >> 1 } else { m };
+                let m = if e.is_multiple_of(2) { m >> 1 } else { m };
                 (r >> 63) << (exp + mant) | e << mant | m
             })
             .collect();
