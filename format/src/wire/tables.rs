@@ -68,15 +68,49 @@ pub(crate) fn present(counts: &[u64]) -> (Vec<u32>, Vec<u64>) {
 /// symbol does not fit `width`.
 pub(crate) fn symbol_counts<W: Word>(symbols: &[W], width: u8) -> Option<Vec<u64>> {
     let lim = mask(width);
-    let mut counts = vec![0u64; 1usize << width];
-    for s in symbols {
-        let v = s.to_u64();
-        if v > lim {
-            return None;
+    let size = 1usize << width;
+    // Long streams count into four tables in turn: a run of one symbol (an
+    // exponent byte, a zero) would otherwise make every increment wait on the
+    // one before through memory. Short ones are not worth the larger tables.
+    if symbols.len() < 4 * size || symbols.len() > u32::MAX as usize {
+        let mut counts = vec![0u64; size];
+        for s in symbols {
+            let v = s.to_u64();
+            if v > lim {
+                return None;
+            }
+            counts[v as usize] += 1;
         }
-        counts[v as usize] += 1;
+        return Some(counts);
     }
-    Some(counts)
+    let mut tables = vec![0u32; 4 * size];
+    let (t0, rest) = tables.split_at_mut(size);
+    let (t1, rest) = rest.split_at_mut(size);
+    let (t2, t3) = rest.split_at_mut(size);
+    // Words above `lim` are counted masked and reported after the pass.
+    let mut bad = 0u64;
+    let mut rounds = symbols.chunks_exact(4);
+    for r in &mut rounds {
+        let v = [r[0].to_u64(), r[1].to_u64(), r[2].to_u64(), r[3].to_u64()];
+        bad |= (v[0] | v[1] | v[2] | v[3]) & !lim;
+        t0[(v[0] & lim) as usize] += 1;
+        t1[(v[1] & lim) as usize] += 1;
+        t2[(v[2] & lim) as usize] += 1;
+        t3[(v[3] & lim) as usize] += 1;
+    }
+    for s in rounds.remainder() {
+        let v = s.to_u64();
+        bad |= v & !lim;
+        t0[(v & lim) as usize] += 1;
+    }
+    if bad != 0 {
+        return None;
+    }
+    Some(
+        (0..size)
+            .map(|i| u64::from(t0[i]) + u64::from(t1[i]) + u64::from(t2[i]) + u64::from(t3[i]))
+            .collect(),
+    )
 }
 
 /// Starts decoding `payload` into `out`: checks `width` (1..=16, and no wider than
@@ -781,6 +815,35 @@ mod tests {
         let mut w = BitWriter::default();
         write_symbol_set(&mut w, &[2]);
         assert!(read_symbol_set(&mut BitReader::new(&w.finish()), 1).is_err());
+    }
+
+    /// The counts are the plain ones on both paths (short streams, and long
+    /// ones counted four tables at a time, runs and a remainder included), and
+    /// a word too wide for the width is refused on both.
+    #[test]
+    fn symbol_counts_count_and_refuse_wide_words() {
+        let mut rng = testing::Rng(3);
+        for width in [1u8, 4, 8, 11, 16] {
+            let m = 1u64 << width;
+            for n in [0usize, 5, 4 * (1 << width) - 1, 4 * (1 << width) + 3, 300_001] {
+                let words: Vec<u16> = (0..n)
+                    .map(|i| if i % 1000 < 300 { 1 } else { (rng.next() % m) as u16 })
+                    .collect();
+                let mut want = vec![0u64; 1 << width];
+                for &w in &words {
+                    want[usize::from(w)] += 1;
+                }
+                assert_eq!(symbol_counts(&words, width), Some(want), "w{width} n{n}");
+                if width < 16 && n > 0 {
+                    let mut wide = words.clone();
+                    wide[n - 1] = 1 << width;
+                    assert_eq!(symbol_counts(&wide, width), None, "w{width} n{n}");
+                    wide[n - 1] = words[n - 1];
+                    wide[n / 2] = u16::MAX;
+                    assert_eq!(symbol_counts(&wide, width), None, "w{width} n{n}");
+                }
+            }
+        }
     }
 
     #[test]
