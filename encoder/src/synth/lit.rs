@@ -382,18 +382,23 @@ mod tests {
         }
     }
 
+    /// A xorshift generator from `seed`: each call gives a value below `m`.
+    fn below(seed: u64) -> impl FnMut(u64) -> u64 {
+        let mut x = seed;
+        move |m| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x % m
+        }
+    }
+
     /// A picked literal's size is its node's, built or not, for streams where
     /// each encoding wins (raw, packed, Huffman, rANS, zstd) and every policy.
     #[test]
     fn picked_sizes_are_the_built_literals_sizes() {
         use LitEncoding::*;
-        let mut x = 0x2545_F491_4F6C_DD1Du64;
-        let mut next = |m: u64| {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            x % m
-        };
+        let mut next = below(0x2545_F491_4F6C_DD1D);
         let streams = [
             Stream::from_u64s(8, &(0..5000).map(|_| next(256)).collect::<Vec<_>>()).unwrap(),
             Stream::from_u64s(8, &(0..5000).map(|_| next(100)).collect::<Vec<_>>()).unwrap(),
@@ -443,13 +448,7 @@ mod tests {
     #[test]
     fn huffman8_can_only_win_where_huffman_would() {
         use LitEncoding::*;
-        let mut x = 0x9E37_79B9_7F4A_7C15u64;
-        let mut next = |m: u64| {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            x % m
-        };
+        let mut next = below(0x9E37_79B9_7F4A_7C15);
         for _ in 0..20_000 {
             let h4 = 5_000 + next(2_000) as usize;
             let mut sizes = vec![(Raw, 8_000), (BitPacked, 4_000 + next(3_000) as usize), (Huffman, h4)];
