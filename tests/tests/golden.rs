@@ -348,17 +348,23 @@ fn bless_hsplit() {
     bless_archive_using("v1-hsplit", &v1_hsplit_inputs(), &search, &CompressOptions::default());
 }
 
+/// The golden archive `name` holds a split Huffman literal of `width`-bit words,
+/// and the inputs it was made from are `inputs`.
+fn assert_hsplit_golden(name: &str, width: u8, inputs: &[(String, Vec<u8>)]) {
+    let archive = fs::read(golden_dir().join(format!("{name}.brv"))).unwrap();
+    let lits = literals(&archive);
+    assert!(
+        lits.iter().any(|&(e, w, _)| e == LitEncoding::HSplit && w == width),
+        "{name}: no {width}-bit hsplit literal: {lits:?}"
+    );
+    assert_made_from(name, inputs);
+}
+
 /// `v1-hsplit.brv` holds split Huffman literals of whole 16-bit words (low bits
 /// packed), and the inputs it was made from are the ones in this file.
 #[test]
 fn hsplit_golden_archive_has_split_huffman_literals() {
-    let archive = fs::read(golden_dir().join("v1-hsplit.brv")).unwrap();
-    let lits = literals(&archive);
-    assert!(
-        lits.iter().any(|&(e, w, _)| e == LitEncoding::HSplit && w == 16),
-        "no 16-bit hsplit literal: {lits:?}"
-    );
-    assert_made_from("v1-hsplit", &v1_hsplit_inputs());
+    assert_hsplit_golden("v1-hsplit", 16, &v1_hsplit_inputs());
 }
 
 /// The inputs of `v1-hsplit-wide.brv`: FP32 weights that `--fast-decode` stores as
@@ -386,11 +392,5 @@ fn bless_hsplit_wide() {
 /// inputs it was made from are the ones in this file.
 #[test]
 fn hsplit_wide_golden_archive_has_32_bit_split_huffman_literals() {
-    let archive = fs::read(golden_dir().join("v1-hsplit-wide.brv")).unwrap();
-    let lits = literals(&archive);
-    assert!(
-        lits.iter().any(|&(e, w, _)| e == LitEncoding::HSplit && w == 32),
-        "no 32-bit hsplit literal: {lits:?}"
-    );
-    assert_made_from("v1-hsplit-wide", &v1_hsplit_wide_inputs());
+    assert_hsplit_golden("v1-hsplit-wide", 32, &v1_hsplit_wide_inputs());
 }
