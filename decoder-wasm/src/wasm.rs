@@ -32,7 +32,7 @@ use wasm_bindgen::prelude::*;
 
 use crate::archive::FileInfo;
 use crate::digest::{mismatch, Digester};
-use crate::{decode_all as decode_all_native, Archive, DecodeError, DecodeLimits, ErrorKind, Event, StreamDecoder};
+use crate::{Archive, DecodeError, DecodeLimits, ErrorKind, Event, StreamDecoder};
 
 /// Limits from JavaScript: an output cap (any non-finite or negative value —
 /// `Infinity`, `NaN`, `-1` — means no cap) and the most output per archive
@@ -263,19 +263,76 @@ fn copy_into(data: &[u8], dst: &Uint8Array, offset: u32) -> Result<(), JsValue> 
 
 /// Decodes every file of a whole archive: an array of `{ path, size, digest,
 /// digestAlgorithm, sha256, bytes }` (see [`set_digest`]). Throws a `BrevisError`.
+///
+/// Each file's `bytes` is allocated at its declared size when the file starts
+/// (the declared sizes, summed, must fit the output cap and the `max_ratio`
+/// allowance of the archive's length, as for [`Archive::open`]), and each
+/// decoded chunk is copied into it while still in cache. Wasm memory holds
+/// one chunk of output at a time, not the whole output (it never shrinks), and
+/// the output crosses into JavaScript once, not once more at the end.
 #[wasm_bindgen]
 pub fn decode_all(archive: &[u8], max_output_bytes: f64, max_ratio: f64) -> Result<Array, JsValue> {
-    let files = decode_all_native(archive, &limits(max_output_bytes, max_ratio)).map_err(|e| js_error(&e))?;
+    let limits = limits(max_output_bytes, max_ratio);
+    let mut dec = StreamDecoder::new(limits);
     let out = Array::new();
-    for f in files {
-        let obj = Object::new();
-        set(&obj, "path", JsValue::from_str(&f.path));
-        set(&obj, "size", JsValue::from_f64(f.data.len() as f64));
-        set_digest(&obj, f.digest_kind, &f.digest);
-        set(&obj, "bytes", Uint8Array::from(f.data.as_slice()).into());
-        out.push(&obj);
+    // The file being decoded: its array and how much of it is filled.
+    let mut current: Option<(Uint8Array, u32)> = None;
+    let mut declared = 0u64;
+    let mut fed = 0usize;
+    loop {
+        match dec.next_event().map_err(|e| js_error(&e))? {
+            Some(Event::FileStart { size, .. }) => {
+                declared = declared.saturating_add(size);
+                limits
+                    .check_ratio(declared, archive.len() as u64)
+                    .map_err(|e| js_error(&e.into()))?;
+                let len = u32::try_from(size).map_err(|_| {
+                    js_error(
+                        &brevis_format::FormatError::LimitExceeded {
+                            limit: "file size in JavaScript (4 GiB)",
+                            requested: size,
+                            allowed: u64::from(u32::MAX),
+                        }
+                        .into(),
+                    )
+                })?;
+                current = Some((Uint8Array::new_with_length(len), 0));
+            }
+            Some(Event::Data(d)) => {
+                if let Some((bytes, filled)) = current.as_mut() {
+                    copy_into(&d, bytes, *filled)?;
+                    // copy_into checked that the end fits a u32 length.
+                    *filled += d.len() as u32;
+                }
+            }
+            Some(Event::FileEnd { path, digest, kind }) => {
+                if let Some((bytes, filled)) = current.take() {
+                    // The decoder checks each file's size against its record;
+                    // this guards the array's tail against any gap.
+                    if filled != bytes.length() {
+                        return Err(js_sys::Error::new("decoded size differs from the declared size").into());
+                    }
+                    let obj = Object::new();
+                    set(&obj, "path", JsValue::from_str(&path));
+                    set(&obj, "size", JsValue::from_f64(f64::from(filled)));
+                    set_digest(&obj, kind, &digest);
+                    set(&obj, "bytes", bytes.into());
+                    out.push(&obj);
+                }
+            }
+            Some(Event::SegmentStart { .. } | Event::SegmentEnd | Event::End) => {}
+            None => {
+                if fed == archive.len() {
+                    dec.finish().map_err(|e| js_error(&e))?;
+                    return Ok(out);
+                }
+                // Record-sized pieces: the decoder's buffer never holds the whole archive twice.
+                let n = (archive.len() - fed).min(1 << 20);
+                dec.push(&archive[fed..fed + n]);
+                fed += n;
+            }
+        }
     }
-    Ok(out)
 }
 
 /// A whole archive in wasm memory, opened through its index, for reading files

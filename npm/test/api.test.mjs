@@ -332,6 +332,46 @@ test('a bomb (80 MiB of zeros in a few hundred bytes) trips maxRatio by default;
   await assert.rejects(decodeArchive(brv, { maxRatio: -1 }), (e) => assertBrevisError(e, ['usage']));
 });
 
+test('the raw binding decode_all gives what decodeArchive gives, and checks declared sizes before allocating', async () => {
+  await init();
+  const { decode_all: decodeAll } = await import('brevis-decoder/wasm');
+  for (const [name, expected] of Object.entries(EXPECTED)) {
+    const files = decodeAll(fixture(name), Infinity, -1);
+    assert.deepEqual(hashesOf(files), expected, name);
+    for (const f of files) assert.equal(f.size, f.bytes.length);
+  }
+  // The bomb declares 80 MiB from a few hundred bytes: refused before its
+  // buffer is made, unless max_ratio is lifted (0).
+  const bomb = fixture('zeros.brv');
+  assert.throws(() => decodeAll(bomb, Infinity, -1), (e) => e.name === 'BrevisError' && e.code === 'limit' && /max_ratio/.test(e.message));
+  const [zeros] = decodeAll(bomb, Infinity, 0);
+  assert.equal(zeros.bytes.length, 80 << 20);
+  assert.ok(zeros.bytes.every((b) => b === 0));
+  assert.throws(() => decodeAll(fixture('silero.brv'), 100_000, -1), (e) => e.name === 'BrevisError' && e.code === 'limit');
+});
+
+test('decode_all keeps the output out of wasm memory: 3x the data needs no more', async () => {
+  const run = (archive) => {
+    const script = `
+      import { readFileSync } from 'node:fs';
+      import { init, wasmMemoryBytes } from 'brevis-decoder';
+      import { decode_all } from 'brevis-decoder/wasm';
+      await init();
+      const files = decode_all(readFileSync(${JSON.stringify(join(FX, archive))}), Infinity, -1);
+      console.log(JSON.stringify({ out: files.reduce((s, f) => s + f.bytes.length, 0), memory: wasmMemoryBytes() }));
+    `;
+    return JSON.parse(execFileSync(process.execPath, ['--input-type=module', '-e', script], { cwd: new URL('.', import.meta.url) }).toString());
+  };
+  const small = run('big1.brv');
+  const big = run('big.brv');
+  assert.equal(big.out, 3 * small.out);
+  // The archive itself is copied in, so memory grows with it; the output must
+  // not add to that (it did before: 165 MB against 96 MB now for big.brv).
+  const archiveGrowth = fixture('big.brv').length - fixture('big1.brv').length;
+  assert.ok(big.memory - small.memory <= archiveGrowth + 4 * 1024 * 1024,
+    `wasm memory ${small.memory} -> ${big.memory} B for an archive ${archiveGrowth} B larger, ${big.out} B decoded`);
+});
+
 test('not an archive at all: a clear error, no hang', async () => {
   await assert.rejects(decodeArchive(new TextEncoder().encode('{"not": "an archive"}')), (e) => assertBrevisError(e, ['corrupt', 'truncated']));
   await assert.rejects(decodeArchive(new Uint8Array(0)), (e) => assertBrevisError(e, ['truncated']));

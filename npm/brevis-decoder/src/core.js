@@ -219,6 +219,13 @@ export class BrevisDecoder {
     requireInit();
     this._handle = new StreamHandle(...limitsOf(options));
     this._pieces = !!options.pieces;
+    // decodeArchive's mode: each file's bytes copied from wasm memory straight
+    // into one buffer per file (returned with its fileEnd event), no data events.
+    this._collectFiles = false;
+    this._fileBuffer = null;
+    // Archive bytes known to be in hand (a whole archive in memory): what each
+    // file's buffer may take up front is earned by them, not only by bytesIn.
+    this._earnedIn = 0;
     this._onProgress = options.onProgress;
     this._file = null;
     this._segment = null;
@@ -286,6 +293,7 @@ export class BrevisDecoder {
           return;
         case FILE_START: {
           this._file = { path: h.path(), size: h.size() };
+          if (this._collectFiles) this._fileBuffer = new GrowableBytes(this._file.size, Math.max(this.bytesIn, this._earnedIn));
           emit({ type: 'fileStart', path: this._file.path, size: this._file.size });
           break;
         }
@@ -312,7 +320,12 @@ export class BrevisDecoder {
           const seg = this._segment;
           const n = h.size();
           this.bytesOut += n;
-          if (this._pieces) {
+          if (this._fileBuffer) {
+            const buf = this._fileBuffer;
+            buf.reserve(n);
+            h.copy_data_to(buf.bytes, buf.length);
+            buf.length += n;
+          } else if (this._pieces) {
             const bytes = h.take_data();
             emit({ type: 'data', path: seg.path, name: seg.name, offset: seg.offset, bytes });
           } else {
@@ -340,8 +353,11 @@ export class BrevisDecoder {
           const digest = h.digest();
           const digestAlgorithm = h.digestAlgorithm();
           const sha256 = digestAlgorithm === 'sha256' ? digest : null;
-          emit({ type: 'fileEnd', path: h.path(), size: this._file?.size, digest, digestAlgorithm, sha256 });
+          const end = { type: 'fileEnd', path: h.path(), size: this._file?.size, digest, digestAlgorithm, sha256 };
+          if (this._fileBuffer) end.bytes = this._fileBuffer.done();
+          emit(end);
           this._file = null;
+          this._fileBuffer = null;
           break;
         }
         case END:
@@ -417,23 +433,20 @@ async function resolveSource(source) {
 export async function decodeArchive(source, options = {}) {
   await init();
   const decoder = new BrevisDecoder({ ...options, pieces: true });
+  decoder._collectFiles = true;
+  const resolved = await resolveSource(source);
+  // A whole archive in hand (in memory, or a Blob or File): its length has
+  // earned each file's buffer up front, so a large file is never regrown.
+  if (resolved instanceof ArrayBuffer || ArrayBuffer.isView(resolved)) decoder._earnedIn = resolved.byteLength;
+  else if (typeof Blob !== 'undefined' && resolved instanceof Blob) decoder._earnedIn = resolved.size;
   const files = [];
-  let current = null;
   const onEvent = (e) => {
-    if (e.type === 'fileStart') current = { path: e.path, buffer: new GrowableBytes(e.size, decoder.bytesIn) };
-    else if (e.type === 'data') {
-      const buf = current.buffer;
-      buf.reserve(e.bytes.length);
-      buf.bytes.set(e.bytes, buf.length);
-      buf.length += e.bytes.length;
-    } else if (e.type === 'fileEnd') {
-      const bytes = current.buffer.done();
-      files.push({ path: e.path, size: bytes.length, digest: e.digest, digestAlgorithm: e.digestAlgorithm, sha256: e.sha256, bytes });
-      current = null;
+    if (e.type === 'fileEnd') {
+      files.push({ path: e.path, size: e.bytes.length, digest: e.digest, digestAlgorithm: e.digestAlgorithm, sha256: e.sha256, bytes: e.bytes });
     }
   };
   try {
-    for await (const chunk of chunksOf(await resolveSource(source))) decoder.pushTo(chunk, onEvent);
+    for await (const chunk of chunksOf(resolved)) decoder.pushTo(chunk, onEvent);
     decoder.end();
   } finally {
     decoder.free();
