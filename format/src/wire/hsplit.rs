@@ -366,29 +366,41 @@ fn multi_table(syms: &[u32], lens: &[u8], codes: &[u32]) -> Result<Vec<u64>> {
 
 /// Decodes every run from its lane: the four lanes in step while each has room for
 /// [`ROOM`] more words, then each lane alone, then its last words one at a time.
-fn run_lanes<W: Word>(payload: &[u8], table: &[u64; SLOTS], lanes: &mut [Lane; LANES], mut runs: [&mut [W]; LANES]) {
+fn run_lanes<W: Word>(payload: &[u8], table: &[u64; SLOTS], lanes: &mut [Lane; LANES], runs: [&mut [W]; LANES]) {
     let mut at = [0usize; LANES];
-    'together: loop {
-        for (run, &a) in runs.iter().zip(&at) {
-            if a + ROOM > run.len() {
-                break 'together;
-            }
-        }
-        for l in lanes.iter_mut() {
-            l.refill(payload);
-        }
+    let [r0, r1, r2, r3] = runs;
+    let [l0, l1, l2, l3] = lanes;
+    // One window of `ROOM` words a lane for a round of `LOOKUPS` lookups: the
+    // stores of a round are in bounds by its type (see `step`), no check each.
+    while let (Some(w0), Some(w1), Some(w2), Some(w3)) = (
+        window(r0, at[0]),
+        window(r1, at[1]),
+        window(r2, at[2]),
+        window(r3, at[3]),
+    ) {
+        l0.refill(payload);
+        l1.refill(payload);
+        l2.refill(payload);
+        l3.refill(payload);
+        let mut k = [0usize; LANES];
         for _ in 0..LOOKUPS {
-            for ((l, run), a) in lanes.iter_mut().zip(runs.iter_mut()).zip(at.iter_mut()) {
-                step(l, table, run, a);
-            }
+            step(l0, table, w0, &mut k[0]);
+            step(l1, table, w1, &mut k[1]);
+            step(l2, table, w2, &mut k[2]);
+            step(l3, table, w3, &mut k[3]);
+        }
+        for (a, k) in at.iter_mut().zip(k) {
+            *a += k;
         }
     }
-    for ((l, run), a) in lanes.iter_mut().zip(runs.iter_mut()).zip(at.iter_mut()) {
-        while *a + ROOM <= run.len() {
+    for ((l, run), a) in [l0, l1, l2, l3].into_iter().zip([r0, r1, r2, r3]).zip(at.iter_mut()) {
+        while let Some(w) = window(run, *a) {
             l.refill(payload);
+            let mut k = 0;
             for _ in 0..LOOKUPS {
-                step(l, table, run, a);
+                step(l, table, w, &mut k);
             }
+            *a += k;
         }
         while let Some(d) = run.get_mut(*a) {
             l.refill(payload);
@@ -400,22 +412,30 @@ fn run_lanes<W: Word>(payload: &[u8], table: &[u64; SLOTS], lanes: &mut [Lane; L
     }
 }
 
+/// The `ROOM` words of `run` from `at`, if it has them.
+#[inline(always)]
+fn window<W: Word>(run: &mut [W], at: usize) -> Option<&mut [W; ROOM]> {
+    run.get_mut(at..)?.first_chunk_mut::<ROOM>()
+}
+
 /// The table entry of a lane's next 12 bits.
 #[inline(always)]
 fn lookup(l: &Lane, table: &[u64; SLOTS]) -> u64 {
     table[((l.word << l.used) >> (64 - TABLE_BITS)) as usize]
 }
 
-/// One lookup: stores its (up to three) words at `run[*at..]`, which must have room
-/// for three, and moves on by the words and bits it decoded.
+/// One lookup of a round: stores its (up to three) words at `window[*k..]` and
+/// moves on by the words and bits it decoded. An entry holds 1 to 3 words, so
+/// after at most `LOOKUPS - 1` lookups `*k <= ROOM - PER_ENTRY`; the `min` changes
+/// nothing but lets the compiler drop the bounds checks.
 #[inline(always)]
-fn step<W: Word>(l: &mut Lane, table: &[u64; SLOTS], run: &mut [W], at: &mut usize) {
+fn step<W: Word>(l: &mut Lane, table: &[u64; SLOTS], window: &mut [W; ROOM], k: &mut usize) {
     let e = lookup(l, table);
-    let dst = &mut run[*at..*at + PER_ENTRY];
-    dst[0] = W::from_u64(e & 0xffff);
-    dst[1] = W::from_u64((e >> 16) & 0xffff);
-    dst[2] = W::from_u64((e >> 32) & 0xffff);
-    *at += ((e >> 56) & 15) as usize;
+    let at = (*k).min(ROOM - PER_ENTRY);
+    window[at] = W::from_u64(e & 0xffff);
+    window[at + 1] = W::from_u64((e >> 16) & 0xffff);
+    window[at + 2] = W::from_u64((e >> 32) & 0xffff);
+    *k = at + ((e >> 56) & 15) as usize;
     l.used += ((e >> 48) & 0xff) as u32;
 }
 
