@@ -264,27 +264,30 @@ fn copy_into(data: &[u8], dst: &Uint8Array, offset: u32) -> Result<(), JsValue> 
 /// Decodes every file of a whole archive: an array of `{ path, size, digest,
 /// digestAlgorithm, sha256, bytes }` (see [`set_digest`]). Throws a `BrevisError`.
 ///
-/// Each file's `bytes` is allocated at its declared size when the file starts
-/// (the declared sizes, summed, must fit the output cap and the `max_ratio`
-/// allowance of the archive's length, as for [`Archive::open`]), and each
-/// decoded chunk is copied into it while still in cache. Wasm memory holds
-/// one chunk of output at a time, not the whole output (it never shrinks), and
-/// the output crosses into JavaScript once, not once more at the end.
+/// The archive stays in JavaScript: it is copied into wasm memory 1 MiB at a
+/// time as the decoder needs it. Each file's `bytes` is allocated at its
+/// declared size when the file starts (the declared sizes, summed, must fit the
+/// output cap and the `max_ratio` allowance of the archive's length, as for
+/// [`Archive::open`]), and each decoded chunk is copied into it while still in
+/// cache. So wasm memory (which never shrinks) holds one record and one chunk,
+/// whatever the archive's size, and the output crosses into JavaScript once.
 #[wasm_bindgen]
-pub fn decode_all(archive: &[u8], max_output_bytes: f64, max_ratio: f64) -> Result<Array, JsValue> {
+pub fn decode_all(archive: &Uint8Array, max_output_bytes: f64, max_ratio: f64) -> Result<Array, JsValue> {
     let limits = limits(max_output_bytes, max_ratio);
+    let archive_len = archive.length();
     let mut dec = StreamDecoder::new(limits);
+    let mut piece = Vec::new();
     let out = Array::new();
     // The file being decoded: its array and how much of it is filled.
     let mut current: Option<(Uint8Array, u32)> = None;
     let mut declared = 0u64;
-    let mut fed = 0usize;
+    let mut fed = 0u32;
     loop {
         match dec.next_event().map_err(|e| js_error(&e))? {
             Some(Event::FileStart { size, .. }) => {
                 declared = declared.saturating_add(size);
                 limits
-                    .check_ratio(declared, archive.len() as u64)
+                    .check_ratio(declared, u64::from(archive_len))
                     .map_err(|e| js_error(&e.into()))?;
                 let len = u32::try_from(size).map_err(|_| {
                     js_error(
@@ -322,13 +325,14 @@ pub fn decode_all(archive: &[u8], max_output_bytes: f64, max_ratio: f64) -> Resu
             }
             Some(Event::SegmentStart { .. } | Event::SegmentEnd | Event::End) => {}
             None => {
-                if fed == archive.len() {
+                if fed == archive_len {
                     dec.finish().map_err(|e| js_error(&e))?;
                     return Ok(out);
                 }
-                // Record-sized pieces: the decoder's buffer never holds the whole archive twice.
-                let n = (archive.len() - fed).min(1 << 20);
-                dec.push(&archive[fed..fed + n]);
+                let n = (archive_len - fed).min(1 << 20);
+                piece.resize(n as usize, 0);
+                archive.subarray(fed, fed + n).copy_to(&mut piece);
+                dec.push(&piece);
                 fed += n;
             }
         }
