@@ -1,0 +1,46 @@
+// Decode throughput of two builds of the npm package on the same archives, in
+// one Node process, alternating A and B each round (best of --rounds): the
+// raw binding `decode_all` and `decodeArchive`. See bench/wasm/ab.sh.
+//
+//   node ab.mjs --a DIR --b DIR [--rounds N] ARCHIVE...
+import { readFileSync } from 'node:fs';
+import { basename } from 'node:path';
+import { parseArgs } from 'node:util';
+
+const { values: opts, positionals: archives } = parseArgs({
+  options: { a: { type: 'string' }, b: { type: 'string' }, rounds: { type: 'string', default: '7' } },
+  allowPositionals: true,
+});
+const builds = [];
+for (const [label, dir] of [['A', opts.a], ['B', opts.b]]) {
+  const core = await import(`${dir}/src/node.js`);
+  const wasm = await import(`${dir}/wasm/brevis_decoder.js`);
+  await core.init();
+  builds.push({ label, decodeAll: wasm.decode_all, decodeArchive: core.decodeArchive });
+}
+const mbps = (bytes, ms) => (bytes / ms / 1000).toFixed(0);
+console.log('| archive | A decode_all | B decode_all | B / A | A decodeArchive | B decodeArchive | B / A |');
+console.log('|---|---:|---:|---:|---:|---:|---:|');
+for (const archive of archives) {
+  const bytes = new Uint8Array(readFileSync(archive));
+  const best = builds.map(() => ({ raw: Infinity, whole: Infinity }));
+  let out = 0;
+  for (let round = 0; round <= Number(opts.rounds); round++) {
+    for (const [i, b] of builds.entries()) {
+      let t = performance.now();
+      const files = b.decodeAll(bytes, Infinity, -1);
+      const raw = performance.now() - t;
+      out = files.reduce((s, f) => s + f.bytes.length, 0);
+      t = performance.now();
+      await b.decodeArchive(bytes);
+      const whole = performance.now() - t;
+      // Round 0 warms up (wasm tiers up, memory grows).
+      if (round > 0) {
+        best[i].raw = Math.min(best[i].raw, raw);
+        best[i].whole = Math.min(best[i].whole, whole);
+      }
+    }
+  }
+  const [a, b] = best;
+  console.log(`| ${basename(archive)} | ${mbps(out, a.raw)} | ${mbps(out, b.raw)} | ${(a.raw / b.raw).toFixed(2)} | ${mbps(out, a.whole)} | ${mbps(out, b.whole)} | ${(a.whole / b.whole).toFixed(2)} |`);
+}
