@@ -246,7 +246,7 @@ fn unpack_groups_32_any<W: Word, const SHIFT_IN: bool>(body: &[u8], out: &mut [W
 /// bytes from each group's start; the last groups, without them, read a
 /// zero-padded copy. (This loop and [`unpack_groups_32_any`] replaced a
 /// bounds-checked load a word: `--fast-decode` archives of BF16, FP16 and FP32
-/// decoded 2-4%, 4-6% and 6-10% faster in Node, throwaway A/B runs.)
+/// decoded 1-6% faster in Node, `bench/wasm/AB.md`.)
 fn unpack_groups_any<W: Word, const SHIFT_IN: bool>(body: &[u8], out: &mut [W], k: u8) {
     let m = mask(k);
     let k = usize::from(k.min(16));
