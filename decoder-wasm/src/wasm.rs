@@ -265,9 +265,9 @@ fn copy_into(data: &[u8], dst: &Uint8Array, offset: u32) -> Result<(), JsValue> 
 /// digestAlgorithm, sha256, bytes }` (see [`set_digest`]). Throws a `BrevisError`.
 ///
 /// The archive stays in JavaScript: it is copied into wasm memory 1 MiB at a
-/// time as the decoder needs it. Each file's `bytes` is allocated at its
-/// declared size when the file starts (the declared sizes, summed, must fit the
-/// output cap and the `max_ratio` allowance of the archive's length, as for
+/// time as the decoder needs it. Each file's `bytes` is a [`FileArray`] made
+/// when the file starts (the declared sizes, summed, must fit the output cap
+/// and the `max_ratio` allowance of the archive's length, as for
 /// [`Archive::open`]), and each decoded chunk is copied into it while still in
 /// cache. So wasm memory (which never shrinks) holds one record and one chunk,
 /// whatever the archive's size, and the output crosses into JavaScript once.
@@ -278,8 +278,7 @@ pub fn decode_all(archive: &Uint8Array, max_output_bytes: f64, max_ratio: f64) -
     let mut dec = StreamDecoder::new(limits);
     let mut piece = Vec::new();
     let out = Array::new();
-    // The file being decoded: its array and how much of it is filled.
-    let mut current: Option<(Uint8Array, u32)> = None;
+    let mut current: Option<FileArray> = None;
     let mut declared = 0u64;
     let mut fed = 0u32;
     loop {
@@ -299,25 +298,19 @@ pub fn decode_all(archive: &Uint8Array, max_output_bytes: f64, max_ratio: f64) -
                         .into(),
                     )
                 })?;
-                current = Some((Uint8Array::new_with_length(len), 0));
+                current = Some(FileArray::new(len, archive_len));
             }
             Some(Event::Data(d)) => {
-                if let Some((bytes, filled)) = current.as_mut() {
-                    copy_into(&d, bytes, *filled)?;
-                    // copy_into checked that the end fits a u32 length.
-                    *filled += d.len() as u32;
+                if let Some(file) = current.as_mut() {
+                    file.append(&d)?;
                 }
             }
             Some(Event::FileEnd { path, digest, kind }) => {
-                if let Some((bytes, filled)) = current.take() {
-                    // The decoder checks each file's size against its record;
-                    // this guards the array's tail against any gap.
-                    if filled != bytes.length() {
-                        return Err(js_sys::Error::new("decoded size differs from the declared size").into());
-                    }
+                if let Some(file) = current.take() {
+                    let bytes = file.finish()?;
                     let obj = Object::new();
                     set(&obj, "path", JsValue::from_str(&path));
-                    set(&obj, "size", JsValue::from_f64(f64::from(filled)));
+                    set(&obj, "size", JsValue::from_f64(f64::from(bytes.length())));
                     set_digest(&obj, kind, &digest);
                     set(&obj, "bytes", bytes.into());
                     out.push(&obj);
@@ -336,6 +329,54 @@ pub fn decode_all(archive: &Uint8Array, max_output_bytes: f64, max_ratio: f64) -
                 fed += n;
             }
         }
+    }
+}
+
+/// One file's output for [`decode_all`], in a JavaScript array made at what the
+/// archive has earned (64 times its length, at least 16 MiB: the package's
+/// `GrowableBytes` policy) up to the declared size, and doubled, up to the
+/// declared size, as data arrives beyond that: a hostile declared size makes
+/// nothing large before the data is there.
+struct FileArray {
+    bytes: Uint8Array,
+    filled: u32,
+    declared: u32,
+}
+
+impl FileArray {
+    fn new(declared: u32, archive_len: u32) -> Self {
+        let earned = (u64::from(archive_len) * 64).max(16 << 20);
+        FileArray {
+            bytes: Uint8Array::new_with_length(u64::from(declared).min(earned) as u32),
+            filled: 0,
+            declared,
+        }
+    }
+
+    fn append(&mut self, data: &[u8]) -> Result<(), JsValue> {
+        let need = u64::from(self.filled) + data.len() as u64;
+        if need > u64::from(self.declared) {
+            return Err(js_sys::Error::new("decoded data longer than the declared size").into());
+        }
+        let have = u64::from(self.bytes.length());
+        if need > have {
+            // At most `declared`, a u32.
+            let grown = Uint8Array::new_with_length(need.max(2 * have).min(u64::from(self.declared)) as u32);
+            grown.set(&self.bytes.subarray(0, self.filled), 0);
+            self.bytes = grown;
+        }
+        copy_into(data, &self.bytes, self.filled)?;
+        self.filled = need as u32;
+        Ok(())
+    }
+
+    /// The file's bytes; an error unless they are the declared size (which the
+    /// decoder checks before the file's end: a guard, not a check relied on).
+    fn finish(self) -> Result<Uint8Array, JsValue> {
+        if self.filled != self.declared || self.bytes.length() != self.declared {
+            return Err(js_sys::Error::new("decoded size differs from the declared size").into());
+        }
+        Ok(self.bytes)
     }
 }
 
