@@ -1,6 +1,8 @@
 // Decode throughput of two builds of the npm package on the same archives, in
 // one Node process, alternating A and B each round (best of --rounds): the
-// raw binding `decode_all` and `decodeArchive`. See bench/wasm/ab.sh.
+// raw binding `decode_all` and `decodeArchive`, and each build's wasm memory
+// after the archive's rounds (wasm memory never shrinks: the peak so far, over
+// this archive and the ones before it). See bench/wasm/ab.sh.
 //
 //   node ab.mjs --a DIR --b DIR [--rounds N] ARCHIVE...
 import { readFileSync } from 'node:fs';
@@ -16,11 +18,11 @@ for (const [label, dir] of [['A', opts.a], ['B', opts.b]]) {
   const core = await import(`${dir}/src/node.js`);
   const wasm = await import(`${dir}/wasm/brevis_decoder.js`);
   await core.init();
-  builds.push({ label, decodeAll: wasm.decode_all, decodeArchive: core.decodeArchive });
+  builds.push({ label, decodeAll: wasm.decode_all, decodeArchive: core.decodeArchive, memory: core.wasmMemoryBytes });
 }
 const mbps = (bytes, ms) => (bytes / ms / 1000).toFixed(0);
-console.log('| archive | A decode_all | B decode_all | B / A | A decodeArchive | B decodeArchive | B / A |');
-console.log('|---|---:|---:|---:|---:|---:|---:|');
+console.log('| archive | A decode_all | B decode_all | B / A | A decodeArchive | B decodeArchive | B / A | A wasm MB | B wasm MB |');
+console.log('|---|---:|---:|---:|---:|---:|---:|---:|---:|');
 for (const archive of archives) {
   const bytes = new Uint8Array(readFileSync(archive));
   const best = builds.map(() => ({ raw: Infinity, whole: Infinity }));
@@ -42,5 +44,6 @@ for (const archive of archives) {
     }
   }
   const [a, b] = best;
-  console.log(`| ${basename(archive)} | ${mbps(out, a.raw)} | ${mbps(out, b.raw)} | ${(a.raw / b.raw).toFixed(2)} | ${mbps(out, a.whole)} | ${mbps(out, b.whole)} | ${(a.whole / b.whole).toFixed(2)} |`);
+  const [memA, memB] = builds.map((b) => (b.memory() / 1e6).toFixed(0));
+  console.log(`| ${basename(archive)} | ${mbps(out, a.raw)} | ${mbps(out, b.raw)} | ${(a.raw / b.raw).toFixed(2)} | ${mbps(out, a.whole)} | ${mbps(out, b.whole)} | ${(a.whole / b.whole).toFixed(2)} | ${memA} | ${memB} |`);
 }

@@ -55,7 +55,7 @@ fn decode_all_from(archive: &[u8], mut dec: StreamDecoder) -> Result<Vec<Decoded
     loop {
         match dec.next_event()? {
             Some(Event::FileStart { path, size }) => {
-                let cap = usize::try_from(size).unwrap_or(0).min(archive.len().saturating_mul(64));
+                let cap = usize::try_from(crate::earned_capacity(size, archive.len() as u64)).unwrap_or(0);
                 current = Some(DecodedFile {
                     path,
                     data: Vec::with_capacity(cap),

@@ -110,6 +110,15 @@ pub(crate) fn xor_into(data: &mut [u8], base: &[u8]) {
 /// [`DecodeLimits::max_ratio`] applies: 64 MiB (four chunks of zeros, say).
 pub const RATIO_ALLOWANCE: u64 = 64 << 20;
 
+/// What an output buffer may take before its data arrives, for a file that
+/// declares `declared` bytes from an archive of `archive_bytes` (in hand):
+/// 64 bytes per archive byte, at least 16 MiB, at most the declared size; a
+/// buffer grows beyond it only as data arrives, so a hostile declared size
+/// allocates nothing large. (The npm package's `GrowableBytes` has the same rule.)
+pub fn earned_capacity(declared: u64, archive_bytes: u64) -> u64 {
+    declared.min(archive_bytes.saturating_mul(64).max(16 << 20))
+}
+
 /// The default [`DecodeLimits::max_ratio`]: 4096 bytes of output per byte of
 /// archive. Real checkpoints compress 1.1–3x; even a model of mostly zeros
 /// stays far below this, while a bomb (a few bytes of `Const` per 16 MiB
@@ -171,5 +180,22 @@ impl DecodeLimits {
             });
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn earned_capacity_is_the_declared_size_capped_by_what_the_archive_earned() {
+        const MIB: u64 = 1 << 20;
+        // Small files: all of it.
+        assert_eq!(earned_capacity(100, 10), 100);
+        // A hostile size from a small archive: the 16 MiB floor.
+        assert_eq!(earned_capacity(1 << 40, 1000), 16 * MIB);
+        // From a large archive: 64 bytes per archive byte.
+        assert_eq!(earned_capacity(1 << 40, MIB), 64 * MIB);
+        assert_eq!(earned_capacity(u64::MAX, u64::MAX), u64::MAX);
     }
 }

@@ -333,10 +333,8 @@ pub fn decode_all(archive: &Uint8Array, max_output_bytes: f64, max_ratio: f64) -
 }
 
 /// One file's output for [`decode_all`], in a JavaScript array made at what the
-/// archive has earned (64 times its length, at least 16 MiB: the package's
-/// `GrowableBytes` policy) up to the declared size, and doubled, up to the
-/// declared size, as data arrives beyond that: a hostile declared size makes
-/// nothing large before the data is there.
+/// archive has earned ([`crate::earned_capacity`]) and doubled, up to the
+/// declared size, as data arrives beyond that.
 struct FileArray {
     bytes: Uint8Array,
     filled: u32,
@@ -345,9 +343,10 @@ struct FileArray {
 
 impl FileArray {
     fn new(declared: u32, archive_len: u32) -> Self {
-        let earned = (u64::from(archive_len) * 64).max(16 << 20);
+        // At most `declared`, a u32.
+        let len = crate::earned_capacity(u64::from(declared), u64::from(archive_len)) as u32;
         FileArray {
-            bytes: Uint8Array::new_with_length(u64::from(declared).min(earned) as u32),
+            bytes: Uint8Array::new_with_length(len),
             filled: 0,
             declared,
         }
@@ -370,10 +369,11 @@ impl FileArray {
         Ok(())
     }
 
-    /// The file's bytes; an error unless they are the declared size (which the
-    /// decoder checks before the file's end: a guard, not a check relied on).
+    /// The file's bytes (the array is exactly the declared size once filled);
+    /// an error unless they are the declared size, which the decoder checks
+    /// before the file's end: a guard, not a check relied on.
     fn finish(self) -> Result<Uint8Array, JsValue> {
-        if self.filled != self.declared || self.bytes.length() != self.declared {
+        if self.filled != self.declared {
             return Err(js_sys::Error::new("decoded size differs from the declared size").into());
         }
         Ok(self.bytes)

@@ -126,7 +126,8 @@ export function typedArrayFor(dtype, bytes) {
 
 // Decoded outputs go into buffers sized from what the archive declares, but a
 // hostile archive may declare terabytes and deliver nothing: allocate up front
-// only what the input has earned, grow (by doubling) beyond it.
+// only what the input has earned, grow (by doubling) beyond it. (The same rule
+// as the decoder crate's `earned_capacity`, which the raw `decode_all` uses.)
 const EARNED_FLOOR = 16 << 20;
 const EARNED_RATIO = 64;
 
