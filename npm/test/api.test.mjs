@@ -365,8 +365,8 @@ test('decode_all keeps the archive and the output out of wasm memory: 3x the dat
   const small = run('big1.brv');
   const big = run('big.brv');
   assert.equal(big.out, 3 * small.out);
-  // Neither the archive nor the output is held in wasm memory (both were
-  // before 854d221's successor: bench/wasm/AB.md has the wasm memory of each).
+  // Neither the archive nor the output is held in wasm memory (the raw binding
+  // used to hold both: bench/wasm/AB.md compares the two builds' wasm memory).
   assert.ok(big.memory <= small.memory + 4 * 1024 * 1024,
     `wasm memory ${small.memory} -> ${big.memory} B for 3x the archive, ${big.out} B decoded`);
   assert.ok(big.memory < fixture('big.brv').length, `wasm memory ${big.memory} B, more than the archive`);
