@@ -51,7 +51,7 @@ pub use brevis_format::archive::DigestKind;
 pub use digest::{digest, Digester};
 pub use error::{DecodeError, ErrorKind, Location};
 pub use exec::{decode_chunk, decode_chunk_bytes, ParsedChunk};
-pub use stream::{Event, FileHasher, PendingChunk, Piece, StreamDecoder};
+pub use stream::{Ahead, Event, FileHasher, PendingChunk, Piece, StreamDecoder};
 
 /// The default [`DecodeLimits::max_retained_bytes`]: 4 GiB.
 pub const DEFAULT_MAX_RETAINED: u64 = 4 << 30;

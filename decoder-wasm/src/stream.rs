@@ -271,6 +271,39 @@ impl PendingChunk for Result<LeBytes, FormatError> {
 /// The type of [`StreamDecoder::next_event`]'s (absent) chunk starter.
 type NoStart = fn(&[u8], &Limits) -> Box<dyn PendingChunk>;
 
+/// How far [`StreamDecoder::next_event_ahead`] starts chunk records ahead of the
+/// one whose turn it is: a chunk starts while fewer than `max_chunks` are
+/// pending, and either no more than `workers` are (one each and a spare, so a
+/// worker finishing early finds the next at once, however large chunks are) or
+/// they declare less than `workers` × the larger of `min_bytes_per_worker` and
+/// the largest chunk started so far or this one (with small chunks, several
+/// each).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Ahead {
+    /// Chunks pending at most.
+    pub max_chunks: usize,
+    /// Threads decoding the pending chunks.
+    pub workers: usize,
+    /// Bytes pending per worker, at least (as chunks declare them).
+    pub min_bytes_per_worker: u64,
+}
+
+impl Ahead {
+    /// Bytes the pending chunks may declare, with chunks of up to `largest` bytes.
+    fn budget(&self, largest: u64) -> u64 {
+        self.min_bytes_per_worker
+            .max(largest)
+            .saturating_mul(self.workers as u64)
+    }
+
+    /// Whether one more chunk may start beside `pending` ones that declare
+    /// `pending_bytes`, with chunks of up to `largest` bytes (this one included).
+    /// (`max_chunks` is checked by the caller.)
+    fn allows(&self, pending: usize, pending_bytes: u64, largest: u64) -> bool {
+        pending <= self.workers || pending_bytes < self.budget(largest)
+    }
+}
+
 /// A push-style archive decoder. See the module docs.
 pub struct StreamDecoder {
     limits: DecodeLimits,
@@ -301,6 +334,8 @@ pub struct StreamDecoder {
     predecoded: VecDeque<(u64, u64, Box<dyn PendingChunk>)>,
     /// Archive offset just past the last record scanned for chunks to start ahead.
     scanned_to: u64,
+    /// The largest chunk started ahead so far, as declared (see [`Ahead`]).
+    largest_started: u64,
     /// Where base tensors come from (delta segments).
     base: Option<Box<dyn BaseProvider>>,
     /// SEGMENT records seen so far (the next one's archive-wide index).
@@ -344,6 +379,7 @@ impl StreamDecoder {
             queue: VecDeque::new(),
             predecoded: VecDeque::new(),
             scanned_to: 0,
+            largest_started: 0,
             base: None,
             segments_seen: 0,
             retained: RetainedSegments::default(),
@@ -432,41 +468,42 @@ impl StreamDecoder {
     /// Decodes the next event from buffered bytes. `Ok(None)` means more input
     /// is needed. After an error, the same error is returned again.
     pub fn next_event(&mut self) -> Result<Option<Event>, DecodeError> {
-        self.next_inner(None::<(usize, u64, &mut NoStart)>, true)
+        self.next_inner(None::<(Ahead, &mut NoStart)>, true)
     }
 
     /// [`Self::next_event`], with the chunk records already buffered started
     /// ahead of time: `start` gets each one's body and the program limits and
     /// returns a [`PendingChunk`] that gives what [`crate::decode_chunk_bytes`] would —
     /// decoded on another thread meanwhile, say (`start` must copy the body if
-    /// it keeps it). At most `max_chunks` are pending at once, and no more are
-    /// started while the pending ones declare `max_bytes` of output or more;
-    /// more are started as records are consumed, so workers never idle behind
-    /// a batch barrier. When the next record is a chunk whose result is not
-    /// ready, this waits for it if `wait`, else returns `Ok(None)` at once (so
-    /// the caller can push more input meanwhile, and start more chunks). The
-    /// events, their order, every check and every error are exactly those of
-    /// [`Self::next_event`]; only the decoding moves. Memory stays bounded by
-    /// the input buffered plus the pending chunks (`max_bytes` and one chunk,
-    /// whose size the program limits bound).
-    pub fn next_event_ahead<F>(
-        &mut self,
-        max_chunks: usize,
-        max_bytes: usize,
-        start: &mut F,
-        wait: bool,
-    ) -> Result<Option<Event>, DecodeError>
+    /// it keeps it). How many are pending at once is bounded by `ahead`; more are
+    /// started as records are consumed, so workers never idle behind a batch
+    /// barrier. When the next record is a chunk whose result is not ready, this
+    /// waits for it if `wait`, else returns `Ok(None)` at once (so the caller can
+    /// push more input meanwhile, and start more chunks). The events, their
+    /// order, every check and every error are exactly those of
+    /// [`Self::next_event`]; only the decoding moves. Memory stays bounded by the
+    /// input buffered plus the pending chunks, which declare at most
+    /// (`ahead.workers` + 1) × the larger of `ahead.min_bytes_per_worker` and
+    /// the largest chunk (whose size the program limits bound).
+    pub fn next_event_ahead<F>(&mut self, ahead: Ahead, start: &mut F, wait: bool) -> Result<Option<Event>, DecodeError>
     where
         F: FnMut(&[u8], &Limits) -> Box<dyn PendingChunk>,
     {
-        self.next_inner(Some((max_chunks, max_bytes as u64, start)), wait)
+        self.next_inner(Some((ahead, start)), wait)
     }
 
-    fn next_inner<F>(
-        &mut self,
-        mut ahead: Option<(usize, u64, &mut F)>,
-        wait: bool,
-    ) -> Result<Option<Event>, DecodeError>
+    /// The byte budget of `ahead` now: `ahead.workers` × the larger of
+    /// `ahead.min_bytes_per_worker` and the largest chunk started so far (beyond
+    /// one chunk per worker and a spare, chunks start ahead while the pending ones
+    /// declare less). A caller filling the decoder on one thread while chunks
+    /// decode on others can read ahead as much input: about what the chunks it
+    /// may start hold (a record is no larger than what it decodes to, but for a
+    /// few bytes of framing, unless its data compresses not at all).
+    pub fn ahead_budget(&self, ahead: &Ahead) -> u64 {
+        ahead.budget(self.largest_started)
+    }
+
+    fn next_inner<F>(&mut self, mut ahead: Option<(Ahead, &mut F)>, wait: bool) -> Result<Option<Event>, DecodeError>
     where
         F: FnMut(&[u8], &Limits) -> Box<dyn PendingChunk>,
     {
@@ -478,8 +515,8 @@ impl StreamDecoder {
                 return Ok(Some(ev));
             }
             if matches!(self.state, State::FileOrIndex | State::Segment | State::Chunk) {
-                if let Some((max, max_bytes, start)) = ahead.as_mut() {
-                    self.start_ahead(*max, *max_bytes, &mut **start);
+                if let Some((limits, start)) = ahead.as_mut() {
+                    self.start_ahead(*limits, &mut **start);
                 }
             }
             if !wait && matches!(self.state, State::Chunk) {
@@ -521,13 +558,12 @@ impl StreamDecoder {
 
     /// Starts the complete chunk records buffered past those already started
     /// (skipping FILE and SEGMENT records between them, stopping at an INDEX or
-    /// an incomplete record) while fewer than `max` are pending and they declare
-    /// less than `max_bytes`. A chunk whose framing, checksum or header is bad
-    /// ends the scan: [`Self::record`] reports it when it gets there. Results are
+    /// an incomplete record) within `ahead`. A chunk whose framing, checksum or
+    /// header is bad ends the scan: [`Self::record`] reports it when it gets there. Results are
     /// keyed by record offset and only used by the chunk record at that offset,
     /// after the same checks as always, so what is started ahead never changes
     /// an event or an error.
-    fn start_ahead<F>(&mut self, max: usize, max_bytes: u64, start: &mut F)
+    fn start_ahead<F>(&mut self, ahead: Ahead, start: &mut F)
     where
         F: FnMut(&[u8], &Limits) -> Box<dyn PendingChunk> + ?Sized,
     {
@@ -538,7 +574,7 @@ impl StreamDecoder {
         };
         let mut at = self.pos + skip;
         let mut pending_bytes = self.predecoded.iter().fold(0u64, |sum, p| sum.saturating_add(p.1));
-        while self.predecoded.len() < max && pending_bytes < max_bytes {
+        while self.predecoded.len() < ahead.max_chunks {
             let Some(avail) = self.buf[..self.end].get(at..) else {
                 break;
             };
@@ -550,12 +586,24 @@ impl StreamDecoder {
             match head.kind {
                 RecordKind::File | RecordKind::Segment => {}
                 RecordKind::Chunk => {
+                    // The declared length decides first, before the record's
+                    // checksum: a chunk kept waiting is not hashed on every call.
+                    let Ok(header) = ChunkRecord::parse(&avail[5..5 + head.body_len as usize]) else {
+                        break;
+                    };
+                    if !ahead.allows(
+                        self.predecoded.len(),
+                        pending_bytes,
+                        self.largest_started.max(header.decoded_len),
+                    ) {
+                        break;
+                    }
                     let Ok((_, body)) = open_record(&avail[..head.total_len()]) else {
                         break;
                     };
-                    let Ok(header) = ChunkRecord::parse(body) else { break };
                     let pending = start(body, &self.limits.program);
                     pending_bytes = pending_bytes.saturating_add(header.decoded_len);
+                    self.largest_started = self.largest_started.max(header.decoded_len);
                     self.predecoded.push_back((offset, header.decoded_len, pending));
                 }
                 _ => break,

@@ -7,11 +7,13 @@
 use std::fs;
 use std::path::Path;
 
+use brevis_decoder::format::archive::ChunkRecord;
 use brevis_decoder::format::program::Limits;
 use brevis_decoder::format::stream::LeBytes;
 use brevis_decoder::format::FormatError;
 use brevis_decoder::{
-    decode_chunk_bytes, DecodeError, DecodeLimits, DigestKind, Event, FileHasher, PendingChunk, Piece, StreamDecoder,
+    decode_chunk_bytes, Ahead, DecodeError, DecodeLimits, DigestKind, Event, FileHasher, PendingChunk, Piece,
+    StreamDecoder,
 };
 use brevis_encoder::synth::CandidateSearch;
 use brevis_encoder::{compress_files, CompressOptions, InputFile};
@@ -44,6 +46,15 @@ fn many_chunks() -> Vec<u8> {
     archive
 }
 
+/// At most `max` chunks pending, whatever they declare.
+fn chunks(max: usize) -> Ahead {
+    Ahead {
+        max_chunks: max,
+        workers: 1,
+        min_bytes_per_worker: u64::MAX,
+    }
+}
+
 /// Decodes at once (a pending chunk that is always ready).
 fn sequential(body: &[u8], limits: &Limits) -> Box<dyn PendingChunk> {
     Box::new(decode_chunk_bytes(body, limits))
@@ -58,7 +69,7 @@ fn events(archive: &[u8], piece: usize, ahead: Option<usize>) -> (Vec<Event>, Op
         loop {
             let ev = match ahead {
                 None => dec.next_event(),
-                Some(max) => dec.next_event_ahead(max, usize::MAX, &mut sequential, true),
+                Some(max) => dec.next_event_ahead(chunks(max), &mut sequential, true),
             };
             match ev {
                 Ok(Some(ev)) => out.push(ev),
@@ -138,14 +149,21 @@ fn decoding_ahead_changes_nothing() {
         }
     }
     // A byte budget bounds what is pending too.
-    for max_bytes in [0, 1, 1500, 5000] {
-        let mut dec = StreamDecoder::new(DecodeLimits::default());
-        dec.push(&archive);
-        let mut got = Vec::new();
-        while let Some(ev) = dec.next_event_ahead(100, max_bytes, &mut sequential, true).unwrap() {
-            got.push(ev);
+    for min_bytes_per_worker in [0, 1, 1500, 5000] {
+        for workers in [0, 1, 3] {
+            let ahead = Ahead {
+                max_chunks: 100,
+                workers,
+                min_bytes_per_worker,
+            };
+            let mut dec = StreamDecoder::new(DecodeLimits::default());
+            dec.push(&archive);
+            let mut got = Vec::new();
+            while let Some(ev) = dec.next_event_ahead(ahead, &mut sequential, true).unwrap() {
+                got.push(ev);
+            }
+            assert_eq!(got, want, "{ahead:?}");
         }
-        assert_eq!(got, want, "{max_bytes}");
     }
     let golden = fs::read(Path::new(env!("CARGO_MANIFEST_DIR")).join("golden/v1-mixed.brv")).unwrap();
     let want = events(&golden, golden.len(), None);
@@ -214,7 +232,7 @@ fn chunks_not_ready_let_the_caller_read_on_and_stay_bounded() {
         let (mut got, mut nones) = (Vec::new(), 0);
         loop {
             let eof = input.len() == 0;
-            match dec.next_event_ahead(max, usize::MAX, &mut start, eof).unwrap() {
+            match dec.next_event_ahead(chunks(max), &mut start, eof).unwrap() {
                 Some(ev) => got.push(ev),
                 None if eof => break,
                 None => {
@@ -230,6 +248,93 @@ fn chunks_not_ready_let_the_caller_read_on_and_stay_bounded() {
         assert!(most.get() <= max, "{} pending with max {max}", most.get());
         assert!(most.get() >= 1);
         assert!(nones > 0);
+    }
+}
+
+/// Chunks start while the pending ones declare less than `workers` × the larger
+/// of `min_bytes_per_worker` and the largest chunk started, and no more than
+/// `max_chunks`; the events stay the same.
+#[test]
+fn what_starts_ahead_follows_the_largest_chunk() {
+    let archive = many_chunks();
+    let want = events(&archive, archive.len(), None);
+    // Every chunk's declared size, in archive order.
+    let all = {
+        let mut sizes = Vec::new();
+        let mut dec = StreamDecoder::new(DecodeLimits::default());
+        dec.push(&archive);
+        let mut count = |body: &[u8], limits: &Limits| {
+            sizes.push(ChunkRecord::parse(body).unwrap().decoded_len);
+            sequential(body, limits)
+        };
+        while dec
+            .next_event_ahead(chunks(usize::MAX), &mut count, true)
+            .unwrap()
+            .is_some()
+        {}
+        sizes
+    };
+    assert!(all.iter().any(|&n| n != all[0]), "chunks of one size: {all:?}");
+    for (workers, min_bytes_per_worker, max_chunks) in [
+        (0, 0, 5),
+        (1, 0, 5),
+        (2, 0, 5),
+        (3, 1, 50),
+        (2, 5000, 50),
+        (1, u64::MAX, 5),
+    ] {
+        let ahead = Ahead {
+            max_chunks,
+            workers,
+            min_bytes_per_worker,
+        };
+        // Whether a chunk of `next` bytes starts beside those `started`.
+        let rule = |started: &[u64], next: u64| {
+            let largest = started.iter().copied().fold(next, u64::max);
+            started.len() < max_chunks
+                && (started.len() <= workers
+                    || started.iter().sum::<u64>() < workers as u64 * min_bytes_per_worker.max(largest))
+        };
+        let pending = std::rc::Rc::new(std::cell::Cell::new(0usize));
+        let sizes = std::rc::Rc::new(std::cell::RefCell::new(Vec::new()));
+        let mut start = |body: &[u8], limits: &Limits| -> Box<dyn PendingChunk> {
+            pending.set(pending.get() + 1);
+            sizes.borrow_mut().push(ChunkRecord::parse(body).unwrap().decoded_len);
+            Box::new(Slow {
+                result: decode_chunk_bytes(body, limits),
+                polls: usize::MAX,
+                pending: pending.clone(),
+            })
+        };
+        let mut dec = StreamDecoder::new(DecodeLimits::default());
+        dec.push(&archive);
+        let mut got = Vec::new();
+        // Not waiting: the first chunk is never ready, so only what `ahead` allows starts.
+        while let Some(ev) = dec.next_event_ahead(ahead, &mut start, false).unwrap() {
+            got.push(ev);
+        }
+        let started = sizes.borrow().clone();
+        assert_eq!(started[..], all[..started.len()], "{ahead:?}");
+        for k in 0..started.len() {
+            assert!(rule(&started[..k], started[k]), "{ahead:?}: chunk {k} of {started:?}");
+        }
+        if let Some(&next) = all.get(started.len()) {
+            assert!(!rule(&started, next), "{ahead:?}: {started:?} and not {next}");
+        }
+        let largest = started.iter().copied().max().unwrap_or(0);
+        assert_eq!(
+            dec.ahead_budget(&ahead),
+            (workers as u64).saturating_mul(min_bytes_per_worker.max(largest)),
+            "{ahead:?}"
+        );
+        while let Some(ev) = dec.next_event_ahead(ahead, &mut start, true).unwrap() {
+            got.push(ev);
+        }
+        dec.finish().unwrap();
+        assert_eq!((got, None), want, "{ahead:?}");
+        let n = started.len();
+        // One chunk per worker and a spare at least, however large.
+        assert!(n >= (workers + 1).min(max_chunks), "{ahead:?}: {started:?}");
     }
 }
 
@@ -291,7 +396,7 @@ fn a_file_hasher_sees_every_byte_and_decides_the_check() {
         dec.push(&archive);
         let mut got = Vec::new();
         let err = loop {
-            match dec.next_event_ahead(8, usize::MAX, &mut sequential, true) {
+            match dec.next_event_ahead(chunks(8), &mut sequential, true) {
                 Ok(Some(ev)) => got.push(ev),
                 Ok(None) => break None,
                 Err(e) => break Some(e),

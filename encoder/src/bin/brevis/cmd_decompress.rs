@@ -9,7 +9,8 @@ use brevis_decoder::format::program::Limits;
 use brevis_decoder::format::stream::LeBytes;
 use brevis_decoder::format::FormatError;
 use brevis_decoder::{
-    Archive, DecodeLimits, DigestKind, Digester, Event, FileHasher, ParsedChunk, PendingChunk, Piece, StreamDecoder,
+    Ahead, Archive, DecodeLimits, DigestKind, Digester, Event, FileHasher, ParsedChunk, PendingChunk, Piece,
+    StreamDecoder,
 };
 use brevis_encoder::atomic::AtomicFile;
 use brevis_encoder::BaseTensors;
@@ -75,22 +76,28 @@ impl LimitArgs {
     }
 }
 
-/// Decoded bytes (as chunk records declare them) pending per worker thread:
-/// one chunk of the default 4 MiB (a new one is started as soon as one is
-/// used, so a worker finishing one finds the next), or many small ones
-/// (tensors smaller than a chunk are chunks of their own).
-const AHEAD_PER_THREAD: usize = 4 << 20;
-/// Input buffered per worker thread before the decoder waits for a chunk rather
-/// than reading on. With [`AHEAD_PER_THREAD`] and [`HASH_QUEUE`], what keeps the
-/// peak RSS of 2 threads under 64 MiB on the corpus (`bench/decode.sh`): 12 MiB
-/// windows and 8 MiB ahead, from the batch decoder before, peaked at 81–94 MB,
-/// and 6 MiB ahead here at 69 MB on a synthetic BF16 archive.
-const WINDOW_PER_THREAD: usize = 4 << 20;
+/// Decoded bytes (as chunk records declare them) started ahead per worker
+/// thread, at least ([`Ahead`]: or the largest chunk seen, if larger), and input
+/// read ahead ([`StreamDecoder::ahead_budget`]): with the default 4 MiB chunks
+/// one chunk per worker and a spare, as before, and 8 MiB of input for two;
+/// with `--fast-decode`'s 1 MiB chunks the same, and 2 MiB of input, where a
+/// fixed 4 MiB ahead and read ahead per thread had 4 chunks per worker and 8 MiB
+/// of input waiting; with many small chunks (tensors smaller than a chunk are
+/// chunks of their own) enough to keep each worker busy. A new one is started
+/// as soon as one is used, so a worker finishing one finds the next.
+///
+/// Kept small because memory a process touches for the first time costs: the
+/// kernel zeroes every fresh page, and where the machine is a virtual one the
+/// host backs it too. `perf record` of `brevis verify --threads 2` on the
+/// `--fast-decode` BF16 corpus archive put 7-26% of the samples (runs vary with
+/// the host) in the kernel's `clear_page_erms` with 4 MiB ahead and read ahead
+/// per thread (peak RSS 31 MB; one thread 10 MB), 2-3% with this (15-20 MB).
+const AHEAD_PER_THREAD: usize = 1 << 20;
 /// Chunks pending per worker thread, at most.
 const CHUNKS_PER_THREAD: usize = 64;
 
 /// Pieces of file data queued for the hashing thread, at most (a chunk is 4 MiB
-/// by default): enough to keep it busy, little against the decode window.
+/// by default): enough to keep it busy, little against the input read ahead.
 const HASH_QUEUE: usize = 2;
 
 /// What the hashing thread gets.
@@ -179,11 +186,12 @@ impl Drop for ThreadedHasher {
 /// `on_event` for each event. Decoder errors become [`CorruptArchive`].
 ///
 /// With more than one thread (`--threads`, default all cores) chunk records
-/// start decoding on rayon's pool as soon as they are buffered (at most
-/// `AHEAD_PER_THREAD` declared bytes per thread pending), and files are hashed
-/// on a thread of their own ([`ThreadedHasher`]); memory stays bounded by the
-/// read window (`WINDOW_PER_THREAD` per thread) plus the pending chunks, and
-/// the events, their order and every check are those of the one-thread decoder.
+/// start decoding on rayon's pool as soon as they are buffered (one per thread
+/// and a spare, more while they declare less than `AHEAD_PER_THREAD`, or the
+/// largest chunk, per thread), and files are hashed on a thread of their own
+/// ([`ThreadedHasher`]); memory stays bounded by the input read ahead (about as
+/// much) plus the pending chunks, and the events, their order and every check
+/// are those of the one-thread decoder.
 fn stream_archive(
     path: &Path,
     limits: DecodeLimits,
@@ -203,12 +211,17 @@ fn stream_archive(
     let ahead = if threads > 1 {
         dec.set_file_hasher(Box::new(ThreadedHasher::new()?));
         Ahead {
-            chunks: threads * CHUNKS_PER_THREAD,
-            bytes: threads * AHEAD_PER_THREAD,
-            window: threads * WINDOW_PER_THREAD,
+            max_chunks: threads * CHUNKS_PER_THREAD,
+            workers: threads,
+            min_bytes_per_worker: AHEAD_PER_THREAD as u64,
         }
     } else {
-        Ahead::default()
+        // Nothing is started ahead, and the decoder always waits.
+        Ahead {
+            max_chunks: 0,
+            workers: 0,
+            min_bytes_per_worker: 0,
+        }
     };
     decode_stream(&mut dec, f, path, ahead, &pb, &mut on_event)?;
     pb.finish_and_clear();
@@ -218,17 +231,6 @@ fn stream_archive(
 
 /// Bytes per read of the archive.
 const READ_PIECE: usize = 1 << 20;
-
-/// What [`decode_stream`] starts ahead of the record being decoded.
-#[derive(Clone, Copy, Default)]
-struct Ahead {
-    /// Chunks pending at most.
-    chunks: usize,
-    /// Decoded bytes (as declared) pending at most.
-    bytes: usize,
-    /// Input buffered before the decoder waits for a chunk rather than reading on.
-    window: usize,
-}
 
 /// A chunk decoding on rayon's pool.
 struct PoolChunk {
@@ -284,9 +286,10 @@ impl PendingChunk for PoolChunk {
 }
 
 /// The loop of [`stream_archive`]: chunk records start decoding on the pool as
-/// soon as they are buffered (within `ahead`); while the window has room, input
-/// is read instead of waiting for the chunk whose turn it is, so the workers
-/// always have the next chunks.
+/// soon as they are buffered (within `ahead`); while less input is buffered
+/// than they may declare ([`StreamDecoder::ahead_budget`]), input is read
+/// instead of waiting for the chunk whose turn it is, so the workers always
+/// have the next chunks.
 fn decode_stream(
     dec: &mut StreamDecoder,
     mut f: File,
@@ -297,9 +300,9 @@ fn decode_stream(
 ) -> Result<()> {
     let mut eof = false;
     loop {
-        let wait = eof || dec.buffered() >= ahead.window;
+        let wait = eof || dec.buffered() as u64 >= dec.ahead_budget(&ahead);
         match dec
-            .next_event_ahead(ahead.chunks, ahead.bytes, &mut PoolChunk::start, wait)
+            .next_event_ahead(ahead, &mut PoolChunk::start, wait)
             .map_err(CorruptArchive)?
         {
             Some(ev) => on_event(ev)?,
