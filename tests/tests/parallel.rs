@@ -251,9 +251,10 @@ fn chunks_not_ready_let_the_caller_read_on_and_stay_bounded() {
     }
 }
 
-/// Chunks start while the pending ones declare less than `workers` × the larger
-/// of `min_bytes_per_worker` and the largest chunk started, and no more than
-/// `max_chunks`; the events stay the same.
+/// Chunks start while no more than `workers` are pending (one each and a
+/// spare), or the pending ones declare less than `workers` × the larger of
+/// `min_bytes_per_worker` and the largest chunk started or this one, and never
+/// beyond `max_chunks`; the events stay the same.
 #[test]
 fn what_starts_ahead_follows_the_largest_chunk() {
     let archive = many_chunks();
