@@ -591,11 +591,8 @@ impl StreamDecoder {
                     let Ok(header) = ChunkRecord::parse(&avail[5..5 + head.body_len as usize]) else {
                         break;
                     };
-                    if !ahead.allows(
-                        self.predecoded.len(),
-                        pending_bytes,
-                        self.largest_started.max(header.decoded_len),
-                    ) {
+                    let largest = self.largest_started.max(header.decoded_len);
+                    if !ahead.allows(self.predecoded.len(), pending_bytes, largest) {
                         break;
                     }
                     let Ok((_, body)) = open_record(&avail[..head.total_len()]) else {
@@ -603,7 +600,7 @@ impl StreamDecoder {
                     };
                     let pending = start(body, &self.limits.program);
                     pending_bytes = pending_bytes.saturating_add(header.decoded_len);
-                    self.largest_started = self.largest_started.max(header.decoded_len);
+                    self.largest_started = largest;
                     self.predecoded.push_back((offset, header.decoded_len, pending));
                 }
                 _ => break,
