@@ -11,8 +11,9 @@ use crate::error::{FormatError, Result};
 /// Largest word width a stream may have, in bits.
 pub const MAX_WIDTH: u8 = 64;
 
-/// A machine integer that holds the words of a stream.
-pub trait Word: Copy + Default + Eq + Ord + core::fmt::Debug + Send + Sync + 'static {
+/// A machine integer that holds the words of a stream. (`Pod`: a slice of words
+/// can be viewed as its bytes, which some decoders store several words at a time.)
+pub trait Word: bytemuck::Pod + Default + Eq + Ord + core::fmt::Debug + Send + Sync + 'static {
     /// Bits in the machine integer (8, 16, 32 or 64).
     const BITS: u32;
     /// Zero-extends to `u64`.

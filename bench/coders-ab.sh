@@ -1,0 +1,70 @@
+#!/usr/bin/env bash
+# Does a change make a literal coder decode faster natively? Builds the format crate
+# at a git revision and as the working tree has it into one binary, and times both
+# on the same payloads in one process, A and B alternating call by call
+# (bench/coders-ab/main.rs): on a shared machine whose speed drifts by 10-30% from
+# one run to the next, only an in-process comparison resolves a few percent.
+#
+#   bench/coders-ab.sh REV [ENCODING,...] [CASE,...]
+#
+# REV: a commit or tag, the "before" (A); B is the working tree. ENCODINGs (default
+# hsplit,huffman8,packed) are names as `brevis inspect` prints them. CASEs (default
+# all) of normal(0, 0.04) weights: bf16, fp16, fp32 (whole words), exp8 (BF16's
+# exponent byte), man7 (its 7-bit mantissa). Payloads are made by B's encoder; both
+# must decode them to the same words. Env: SECONDS_PER_CASE (default 4).
+# Clean up with rm -rf target/coders-ab.
+set -euo pipefail
+[[ $# -ge 1 ]] || { sed -n '2,15p' "$0"; exit 2; }
+HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+ROOT=$(cd "$HERE/.." && pwd)
+REV=$1
+WORK=$ROOT/target/coders-ab
+OLD=$WORK/format-$(git -C "$ROOT" rev-parse --short "$REV")
+rm -rf "$OLD" && mkdir -p "$OLD"
+git -C "$ROOT" archive "$REV" format | tar x -C "$OLD" --strip-components=1
+# A package of its own name (two versions of one crate in one binary), with the
+# workspace's inherited fields and dependencies spelled out.
+python3 - "$OLD/Cargo.toml" "$ROOT/Cargo.toml" <<'PY'
+import json, sys, tomllib
+path, ws_path = sys.argv[1:]
+ws = tomllib.load(open(ws_path, "rb"))["workspace"]
+crate = tomllib.load(open(path, "rb"))
+def val(v):  # TOML of a string, bool, list or table (JSON spells the first three alike)
+    if isinstance(v, dict):
+        return "{ " + ", ".join(f"{k} = {val(x)}" for k, x in v.items()) + " }"
+    return json.dumps(v)
+deps = {}
+for name, spec in crate.get("dependencies", {}).items():
+    if isinstance(spec, dict) and spec.pop("workspace", False):
+        base = ws["dependencies"][name]
+        base = {"version": base} if isinstance(base, str) else dict(base)
+        base["features"] = base.get("features", []) + spec.pop("features", [])
+        spec = {**base, **spec}
+    deps[name] = spec
+lines = ["[package]", 'name = "brevis-format-before"', 'version = "0.0.0"', 'edition = "2021"', "", "[features]"]
+lines += [f"{k} = {val(v)}" for k, v in crate.get("features", {}).items()]
+lines += ["", "[dependencies]"] + [f"{k} = {val(v)}" for k, v in deps.items()]
+open(path, "w").write("\n".join(lines) + "\n")
+PY
+PROJ=$WORK/bench
+mkdir -p "$PROJ/src"
+cp "$HERE/coders-ab/main.rs" "$PROJ/src/main.rs"
+cat > "$PROJ/Cargo.toml" <<TOML
+[package]
+name = "coders-ab"
+version = "0.0.0"
+edition = "2021"
+publish = false
+
+[dependencies]
+before = { package = "brevis-format-before", path = "$OLD" }
+after = { package = "brevis-format", path = "$ROOT/format" }
+
+[profile.release]
+debug = "line-tables-only"
+
+[workspace]
+TOML
+cp "$ROOT/Cargo.lock" "$PROJ/Cargo.lock"
+cargo build --release --quiet --manifest-path "$PROJ/Cargo.toml"
+"$PROJ/target/release/coders-ab" "$REV" "${2:-hsplit,huffman8,packed}" "${3:-bf16,fp16,fp32,exp8,man7}" "${SECONDS_PER_CASE:-4}"

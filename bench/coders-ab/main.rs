@@ -1,0 +1,102 @@
+//! `bench/coders-ab.sh`'s timer: decodes the same payloads with the format crate at
+//! a revision (`before`) and as the working tree has it (`after`), alternating call
+//! by call in one process, and prints each one's best time as words per second.
+
+use std::hint::black_box;
+use std::time::Instant;
+
+/// 512 Ki words: a `--fast-decode` chunk of BF16 (1 MiB).
+const N: usize = 1 << 19;
+
+/// FP32 bit patterns of normal(0, 0.04) samples (xorshift + Box-Muller, fixed seed,
+/// as in `format/benches/coders.rs`).
+fn f32_words(n: usize) -> Vec<u32> {
+    let mut s = 0x2545_F491_4F6C_DD1Du64;
+    let mut next = || {
+        s ^= s << 13;
+        s ^= s >> 7;
+        s ^= s << 17;
+        ((s >> 11) as f64 + 0.5) / (1u64 << 53) as f64
+    };
+    (0..n)
+        .map(|_| {
+            let (u, v) = (next(), next());
+            let g = (-2.0 * u.ln()).sqrt() * (2.0 * std::f64::consts::PI * v).cos();
+            ((g * 0.04) as f32).to_bits()
+        })
+        .collect()
+}
+
+/// (name, width, words) of each case.
+fn cases() -> Vec<(&'static str, u8, Vec<u64>)> {
+    let f = f32_words(N);
+    let bf16 = |x: u32| u64::from(x.wrapping_add(0x8000) >> 16);
+    let fp16 = |x: u32| {
+        // Normal FP16 of |x| < 2 (no overflow at sigma 0.04); subnormals flush to zero.
+        let (sign, exp, man) = (
+            (x >> 31) as u64,
+            ((x >> 23) & 0xff) as i64 - 127 + 15,
+            (x >> 13) & 0x3ff,
+        );
+        if exp <= 0 {
+            sign << 15
+        } else {
+            sign << 15 | (exp as u64) << 10 | u64::from(man)
+        }
+    };
+    vec![
+        ("bf16", 16, f.iter().map(|&x| bf16(x)).collect()),
+        ("fp16", 16, f.iter().map(|&x| fp16(x)).collect()),
+        ("fp32", 32, f.iter().map(|&x| u64::from(x)).collect()),
+        ("exp8", 8, f.iter().map(|&x| (bf16(x) >> 7) & 0xff).collect()),
+        ("man7", 7, f.iter().map(|&x| bf16(x) & 0x7f).collect()),
+    ]
+}
+
+fn main() {
+    let args: Vec<String> = std::env::args().collect();
+    let (rev, encodings, wanted, seconds) = (&args[1], &args[2], &args[3], args[4].parse::<f64>().unwrap());
+    println!("in-process A/B, best of as many calls as {seconds} s allow, {N} words a call");
+    println!("| encoding | case | payload B | {rev} Mword/s | working tree Mword/s | after / before |");
+    println!("|---|---|---:|---:|---:|---:|");
+    for name in encodings.split(',') {
+        let after_enc = after::wire::LitEncoding::ALL.into_iter().find(|e| e.name() == name);
+        let before_enc = before::wire::LitEncoding::ALL.into_iter().find(|e| e.name() == name);
+        let (Some(after_enc), Some(before_enc)) = (after_enc, before_enc) else {
+            eprintln!("unknown encoding {name}");
+            std::process::exit(2);
+        };
+        for (case, width, words) in cases() {
+            if !wanted.split(',').any(|w| w == case) {
+                continue;
+            }
+            let s = after::stream::Stream::from_u64s(width, &words).unwrap();
+            let Some(payload) = after::wire::encode(after_enc, &s) else {
+                continue;
+            };
+            let a = before::wire::decode(before_enc, width, N, &payload).expect("before decodes");
+            let b = after::wire::decode(after_enc, width, N, &payload).expect("after decodes");
+            let a: Vec<u64> = before::stream::Stream::to_u64s(&a);
+            assert_eq!(after::stream::Stream::to_u64s(&b), words, "{name} {case}: after");
+            assert_eq!(a, words, "{name} {case}: before");
+            let mut best = [f64::MAX; 2];
+            let start = Instant::now();
+            while start.elapsed().as_secs_f64() < seconds {
+                let t = Instant::now();
+                black_box(before::wire::decode(before_enc, width, N, black_box(&payload)).unwrap());
+                best[0] = best[0].min(t.elapsed().as_secs_f64());
+                let t = Instant::now();
+                black_box(after::wire::decode(after_enc, width, N, black_box(&payload)).unwrap());
+                best[1] = best[1].min(t.elapsed().as_secs_f64());
+            }
+            let rate = |t: f64| N as f64 / t / 1e6;
+            println!(
+                "| {name} | {case} | {} | {:.0} | {:.0} | {:.3} |",
+                payload.len(),
+                rate(best[0]),
+                rate(best[1]),
+                best[0] / best[1]
+            );
+        }
+    }
+}
