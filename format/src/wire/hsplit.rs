@@ -331,8 +331,9 @@ fn decode_high<W: Word>(
 }
 
 /// The decode table on the next 12 bits: entry = up to three high parts in bits
-/// 0..16, 16..32 and 32..48, the bits they take in bits 48..56, how many they are
-/// in bits 56..60, and the first one's code length in bits 60..64.
+/// 0..16, 16..32 and 32..48, how many they are in bits 48..52, the first one's code
+/// length in bits 52..56, and the bits they take in bits 56..64 (the top: a lane's
+/// next lookup waits on them, and a shift alone extracts them).
 fn multi_table(syms: &[u32], lens: &[u8], codes: &[u32]) -> Result<Vec<u64>> {
     let single = lookup_table(syms, lens, codes, TABLE_BITS, |s, l| u64::from(s) << 8 | u64::from(l))?;
     Ok((0..SLOTS)
@@ -352,7 +353,7 @@ fn multi_table(syms: &[u32], lens: &[u8], codes: &[u32]) -> Result<Vec<u64>> {
                 used += next & 0xff;
                 count += 1;
             }
-            entry | used << 48 | (count as u64) << 56 | (first & 0xff) << 60
+            entry | (count as u64) << 48 | (first & 0xff) << 52 | used << 56
         })
         .collect())
 }
@@ -486,7 +487,7 @@ fn run_lanes<L: Layout, const N: usize>(
             if !L::put_first(run, *a, e) {
                 break;
             }
-            l.used += (e >> 60) as u32;
+            l.used += ((e >> 52) & 15) as u32;
             *a += 1;
         }
     }
@@ -513,8 +514,8 @@ fn step<L: Layout, const N: usize>(l: &mut Lane, table: &[u64; SLOTS], window: &
     let e = lookup(l, table);
     let at = (*k).min(ROOM - PER_ENTRY);
     L::put_entry(window, at, e);
-    *k = at + ((e >> 56) & 15) as usize;
-    l.used += ((e >> 48) & 0xff) as u32;
+    *k = at + ((e >> 48) & 15) as usize;
+    l.used += (e >> 56) as u32;
 }
 
 #[cfg(test)]
