@@ -239,19 +239,31 @@ fn unpack_groups_32_any<W: Word, const SHIFT_IN: bool>(body: &[u8], out: &mut [W
     }
 }
 
-/// [`unpack_groups`] for a `k` (1..=16) known at run time, from the start of
-/// `body`, as many groups as `out` holds (`body` has their bytes): two 8-byte
-/// loads a group, as [`unpack_groups`] does for `K` over 8 (words 0-3 from the
-/// group's first byte, words 4-7 from byte `4k/8` shifted by `4k % 8`), so 16
-/// bytes from each group's start; the last groups, without them, read a
-/// zero-padded copy. (This loop and [`unpack_groups_32_any`] replaced a
-/// bounds-checked load a word: `--fast-decode` archives of BF16, FP16 and FP32
-/// decoded 1-6% faster in Node, `bench/wasm/AB.md`.)
+/// [`unpack_groups`] for a `k` (1..=16) known at run time (WebAssembly, little-endian),
+/// from the start of `body`, as many groups as `out` holds (`body` has their
+/// bytes), in lanes as [`unpack_groups_in_lanes`]: two 8-byte loads a group (words
+/// 0-3 from the group's first byte, words 4-7 from byte `4k/8` shifted by `4k % 8`;
+/// 8-bit words take the first only), so 16 bytes from each group's start; the last
+/// groups, without them, read a zero-padded copy. (These loads and
+/// [`unpack_groups_32_any`] replaced a bounds-checked load a word: `--fast-decode`
+/// archives of BF16, FP16 and FP32 decoded 1-6% faster in Node, `bench/wasm/AB.md`.)
 fn unpack_groups_any<W: Word, const SHIFT_IN: bool>(body: &[u8], out: &mut [W], k: u8) {
-    let m = mask(k);
-    let k = usize::from(k.min(16));
+    let word_bytes = W::BITS as usize / 8;
+    let k = usize::from(k.clamp(1, 16));
+    if word_bytes > 2 || k > 8 * word_bytes {
+        return;
+    }
+    let out: &mut [u8] = bytemuck::cast_slice_mut(out);
+    if k == 8 * word_bytes {
+        // Whole words, nothing of the old ones kept: the bytes as they are.
+        if let Some(b) = body.get(..out.len()) {
+            out.copy_from_slice(b);
+        }
+        return;
+    }
+    let kept = kept_in_lanes(word_bytes, k);
     let half = 4 * k;
-    for (g, o) in out.chunks_exact_mut(8).enumerate() {
+    for (g, o) in out.chunks_exact_mut(8 * word_bytes).enumerate() {
         let mut copy = [0u8; 16];
         let window = match body.get(g * k..g * k + 16) {
             Some(w) => w,
@@ -270,12 +282,14 @@ fn unpack_groups_any<W: Word, const SHIFT_IN: bool>(body: &[u8], out: &mut [W], 
                 .and_then(|w| w.first_chunk::<8>())
                 .map_or(0, |w| u64::from_le_bytes(*w))
         };
-        let lo = load(0);
-        // `4k % 8` is 4 only for odd `k <= 15`: words 4-7 end by bit `4 + 60`.
-        let hi = load(half / 8) >> (half % 8);
-        for (j, d) in o.iter_mut().enumerate() {
-            let v = if j < 4 { lo >> (j * k) } else { hi >> ((j - 4) * k) };
-            *d = put::<W, SHIFT_IN>(*d, k, v & m);
+        let (low_half, high_half) = o.split_at_mut(8);
+        if word_bytes == 1 {
+            put_lanes::<SHIFT_IN>(low_half, spread_to_bytes(load(0), k), k, kept);
+        } else {
+            // `4k % 8` is 4 only for odd `k <= 15`: words 4-7 end by bit `4 + 60`.
+            let hi = load(half / 8) >> (half % 8);
+            put_lanes::<SHIFT_IN>(low_half, spread_to_u16_lanes(load(0), k), k, kept);
+            put_lanes::<SHIFT_IN>(high_half, spread_to_u16_lanes(hi, k), k, kept);
         }
     }
 }
@@ -297,28 +311,55 @@ fn unpack_groups<W: Word, const K: usize, const SHIFT_IN: bool>(body: &[u8], out
     }
 }
 
-/// Four `K`-bit values, the low `4K` bits of `x` (`K <= 16`), one in each 16-bit
-/// lane of a `u64`, value 0 lowest: the `4K` bits split into halves (one in each
-/// 32-bit lane), then each half into its two values. Eight values of `K <= 8`
-/// bits take one more split first ([`spread_to_bytes`]).
+/// Four `k`-bit values, the low `4k` bits of `x` (`k <= 16`), one in each 16-bit
+/// lane of a `u64`, value 0 lowest: the `4k` bits split into halves (one in each
+/// 32-bit lane), then each half into its two values. Eight values of `k <= 8`
+/// bits take one more split first ([`spread_to_bytes`]). Inlined, a constant `k`
+/// makes every mask a constant.
 #[inline(always)]
-fn spread_to_u16_lanes<const K: usize>(x: u64) -> u64 {
-    let halves = (1u64 << (2 * K)) - 1;
-    let values = ((1u64 << K) - 1) * 0x0000_0001_0000_0001;
-    let a = (x & halves) | ((x >> (2 * K)) & halves) << 32;
-    (a & values) | ((a >> K) & values) << 16
+fn spread_to_u16_lanes(x: u64, k: usize) -> u64 {
+    let halves = (1u64 << (2 * k)) - 1;
+    let values = ((1u64 << k) - 1) * 0x0000_0001_0000_0001;
+    let a = (x & halves) | ((x >> (2 * k)) & halves) << 32;
+    (a & values) | ((a >> k) & values) << 16
 }
 
-/// Eight `K`-bit values, the low `8K` bits of `x` (`K <= 8`), one in each byte
+/// Eight `k`-bit values, the low `8k` bits of `x` (`k <= 8`), one in each byte
 /// lane of a `u64`, value 0 lowest (see [`spread_to_u16_lanes`]).
 #[inline(always)]
-fn spread_to_bytes<const K: usize>(x: u64) -> u64 {
-    let halves = (1u64 << (4 * K)) - 1;
-    let quarters = ((1u64 << (2 * K)) - 1) * 0x0000_0001_0000_0001;
-    let values = ((1u64 << K) - 1) * 0x0001_0001_0001_0001;
-    let a = (x & halves) | ((x >> (4 * K)) & halves) << 32;
-    let b = (a & quarters) | ((a >> (2 * K)) & quarters) << 16;
-    (b & values) | ((b >> K) & values) << 8
+fn spread_to_bytes(x: u64, k: usize) -> u64 {
+    let halves = (1u64 << (4 * k)) - 1;
+    let quarters = ((1u64 << (2 * k)) - 1) * 0x0000_0001_0000_0001;
+    let values = ((1u64 << k) - 1) * 0x0001_0001_0001_0001;
+    let a = (x & halves) | ((x >> (4 * k)) & halves) << 32;
+    let b = (a & quarters) | ((a >> (2 * k)) & quarters) << 16;
+    (b & values) | ((b >> k) & values) << 8
+}
+
+/// The bits of a `u64` of lanes of `word_bytes` (1 or 2) bytes that stay in their
+/// lane when it is shifted left by `k` (`k` below the lane's bits).
+#[inline(always)]
+fn kept_in_lanes(word_bytes: usize, k: usize) -> u64 {
+    let (lane, ones) = if word_bytes == 1 {
+        (0xff, 0x0101_0101_0101_0101)
+    } else {
+        (0xffff, 0x0001_0001_0001_0001)
+    };
+    ((lane << k) & lane) * ones
+}
+
+/// Stores the 8 bytes of lanes `v` at the start of `o`; with `SHIFT_IN`, each lane
+/// of the 8 bytes there shifted left by `k` first (`kept`: [`kept_in_lanes`]).
+#[inline(always)]
+fn put_lanes<const SHIFT_IN: bool>(o: &mut [u8], v: u64, k: usize, kept: u64) {
+    if let Some(o) = o.first_chunk_mut::<8>() {
+        let v = if SHIFT_IN {
+            (u64::from_le_bytes(*o) << k) & kept | v
+        } else {
+            v
+        };
+        *o = v.to_le_bytes();
+    }
 }
 
 /// [`unpack_groups`] on little-endian targets, over the bytes of words of
@@ -339,35 +380,22 @@ fn unpack_groups_in_lanes<const K: usize, const SHIFT_IN: bool>(body: &[u8], out
         }
         return;
     }
-    // What stays of each lane of the old bytes when shifted left by `K`.
-    let kept = |lane_mask: u64, ones: u64| ((lane_mask << K) & lane_mask) * ones;
-    let put = |o: &mut [u8], v: u64, kept: u64| {
-        if let Some(o) = o.first_chunk_mut::<8>() {
-            let v = if SHIFT_IN {
-                (u64::from_le_bytes(*o) << K) & kept | v
-            } else {
-                v
-            };
-            *o = v.to_le_bytes();
-        }
-    };
+    let kept = kept_in_lanes(word_bytes, K);
     if word_bytes == 1 {
         // `K <= 8`: a group is one `u64` of bytes.
-        let kept = kept(0xff, 0x0101_0101_0101_0101);
         for (o, b) in out.chunks_exact_mut(8).zip(body.chunks_exact(K)) {
             let mut buf = [0u8; 8];
             buf[..K.min(8)].copy_from_slice(&b[..K.min(8)]);
-            put(o, spread_to_bytes::<K>(u64::from_le_bytes(buf)), kept);
+            put_lanes::<SHIFT_IN>(o, spread_to_bytes(u64::from_le_bytes(buf), K), K, kept);
         }
         return;
     }
     // 16-bit words: words 0-3 and 4-7 of a group each one `u64` of lanes, from the
     // group's `K` bytes, loaded as in [`unpack_groups_by_word`].
-    let kept = kept(0xffff, 0x0001_0001_0001_0001);
     let put_group = |o: &mut [u8], lo: u64, hi: u64| {
         let (low_half, high_half) = o.split_at_mut(8);
-        put(low_half, spread_to_u16_lanes::<K>(lo), kept);
-        put(high_half, spread_to_u16_lanes::<K>(hi), kept);
+        put_lanes::<SHIFT_IN>(low_half, spread_to_u16_lanes(lo, K), K, kept);
+        put_lanes::<SHIFT_IN>(high_half, spread_to_u16_lanes(hi, K), K, kept);
     };
     if K <= 8 {
         for (o, b) in out.chunks_exact_mut(16).zip(body.chunks_exact(K)) {
@@ -456,9 +484,9 @@ fn unpack_groups_by_word<W: Word, const K: usize, const SHIFT_IN: bool>(body: &[
 mod tests {
     use super::*;
 
-    /// The little-endian loop (values spread into lanes, 8 bytes a store) gives what
-    /// the word-by-word one gives, for every width of 8- and 16-bit words, shifted
-    /// in or not (the old words' bits shifted past their lane dropped), for every
+    /// The little-endian loops (values spread into lanes, 8 bytes a store; native and
+    /// WebAssembly's run-time `k`) give what the word-by-word one gives, for every
+    /// width of 8- and 16-bit words, shifted in or not (the old words' bits shifted past their lane dropped), for every
     /// group count up to a few, the last groups included.
     #[test]
     fn lanes_match_words() {
@@ -474,22 +502,23 @@ mod tests {
                 let old: Vec<W> = (0..n as u64)
                     .map(|i| W::from_u64(i.wrapping_mul(0xD1B5_4A32_D192_ED03) >> 7))
                     .collect();
-                let (mut lanes, mut words) = (old.clone(), old.clone());
+                let (mut lanes, mut words, mut any) = (old.clone(), old.clone(), old.clone());
+                let bytes = W::BITS as usize / 8;
+                unpack_groups_by_word::<W, K, true>(&body, &mut words);
                 if cfg!(target_endian = "little") {
-                    unpack_groups_in_lanes::<K, true>(
-                        &body,
-                        bytemuck::cast_slice_mut(&mut lanes),
-                        W::BITS as usize / 8,
-                    );
-                    unpack_groups_by_word::<W, K, true>(&body, &mut words);
-                    assert_eq!(lanes, words, "shifted in, {} bits, k {K}, {groups} groups", W::BITS);
-                    unpack_groups_in_lanes::<K, false>(
-                        &body,
-                        bytemuck::cast_slice_mut(&mut lanes),
-                        W::BITS as usize / 8,
-                    );
-                    unpack_groups_by_word::<W, K, false>(&body, &mut words);
-                    assert_eq!(lanes, words, "{} bits, k {K}, {groups} groups", W::BITS);
+                    let what = std::format!("shifted in, {} bits, k {K}, {groups} groups", W::BITS);
+                    unpack_groups_in_lanes::<K, true>(&body, bytemuck::cast_slice_mut(&mut lanes), bytes);
+                    assert_eq!(lanes, words, "{what}");
+                    unpack_groups_any::<W, true>(&body, &mut any, K as u8);
+                    assert_eq!(any, words, "run-time k, {what}");
+                }
+                unpack_groups_by_word::<W, K, false>(&body, &mut words);
+                if cfg!(target_endian = "little") {
+                    let what = std::format!("{} bits, k {K}, {groups} groups", W::BITS);
+                    unpack_groups_in_lanes::<K, false>(&body, bytemuck::cast_slice_mut(&mut lanes), bytes);
+                    assert_eq!(lanes, words, "{what}");
+                    unpack_groups_any::<W, false>(&body, &mut any, K as u8);
+                    assert_eq!(any, words, "run-time k, {what}");
                 }
                 let got: Vec<u64> = words.iter().map(|w| w.to_u64()).collect();
                 assert_eq!(got, vals, "{} bits, k {K}, {groups} groups", W::BITS);
@@ -505,6 +534,7 @@ mod tests {
     /// WebAssembly's run-time-width group loop gives what the native constant-width
     /// ones give, for every width and group count, the last groups included.
     #[test]
+    #[cfg(target_endian = "little")]
     fn run_time_width_groups_match_the_constant_width_ones() {
         for k in 1u8..=16 {
             for n in [8usize, 16, 24, 64, 1000] {
