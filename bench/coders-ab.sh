@@ -49,6 +49,7 @@ PY
 PROJ=$WORK/bench
 mkdir -p "$PROJ/src"
 cp "$HERE/coders-ab/main.rs" "$PROJ/src/main.rs"
+cp "$ROOT/format/benches/support/weights.rs" "$PROJ/src/weights.rs"
 cat > "$PROJ/Cargo.toml" <<TOML
 [package]
 name = "coders-ab"

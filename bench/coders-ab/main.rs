@@ -8,29 +8,14 @@ use std::time::Instant;
 /// 512 Ki words: a `--fast-decode` chunk of BF16 (1 MiB).
 const N: usize = 1 << 19;
 
-/// FP32 bit patterns of normal(0, 0.04) samples (xorshift + Box-Muller, fixed seed,
-/// as in `format/benches/coders.rs`).
-fn f32_words(n: usize) -> Vec<u32> {
-    let mut s = 0x2545_F491_4F6C_DD1Du64;
-    let mut next = || {
-        s ^= s << 13;
-        s ^= s >> 7;
-        s ^= s << 17;
-        ((s >> 11) as f64 + 0.5) / (1u64 << 53) as f64
-    };
-    (0..n)
-        .map(|_| {
-            let (u, v) = (next(), next());
-            let g = (-2.0 * u.ln()).sqrt() * (2.0 * std::f64::consts::PI * v).cos();
-            ((g * 0.04) as f32).to_bits()
-        })
-        .collect()
-}
+// `format/benches/support/weights.rs`, copied beside this file by `coders-ab.sh`.
+mod weights;
+use weights::{bf16_of, f32_words};
 
 /// (name, width, words) of each case.
 fn cases() -> Vec<(&'static str, u8, Vec<u64>)> {
     let f = f32_words(N);
-    let bf16 = |x: u32| u64::from(x.wrapping_add(0x8000) >> 16);
+    let bf16 = |x: u32| u64::from(bf16_of(x));
     let fp16 = |x: u32| {
         // Normal FP16 of |x| < 2 (no overflow at sigma 0.04); subnormals flush to zero.
         let (sign, exp, man) = (

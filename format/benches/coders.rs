@@ -15,30 +15,13 @@ use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Through
 
 const N: usize = 1 << 20;
 
-/// FP32 bit patterns of normal(0, 0.04) samples (xorshift + Box-Muller, fixed seed).
-fn f32_words(n: usize) -> Vec<u32> {
-    let mut s = 0x2545_F491_4F6C_DD1Du64;
-    let mut next = || {
-        s ^= s << 13;
-        s ^= s >> 7;
-        s ^= s << 17;
-        ((s >> 11) as f64 + 0.5) / (1u64 << 53) as f64
-    };
-    (0..n)
-        .map(|_| {
-            let (u, v) = (next(), next());
-            let g = (-2.0 * u.ln()).sqrt() * (2.0 * core::f64::consts::PI * v).cos();
-            ((g * 0.04) as f32).to_bits()
-        })
-        .collect()
-}
+#[path = "support/weights.rs"]
+mod weights;
+use weights::{bf16_of, f32_words};
 
 /// The BF16 words of the same samples (rounded).
 fn bf16_words(n: usize) -> Vec<u16> {
-    f32_words(n)
-        .into_iter()
-        .map(|x| x.wrapping_add(0x8000).wrapping_shr(16) as u16)
-        .collect()
+    f32_words(n).into_iter().map(bf16_of).collect()
 }
 
 fn streams() -> Vec<(&'static str, Stream)> {

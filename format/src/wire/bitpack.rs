@@ -406,26 +406,39 @@ fn unpack_groups_in_lanes<const K: usize, const SHIFT_IN: bool>(body: &[u8], out
         }
         return;
     }
+    for (g, o) in out.chunks_exact_mut(16).enumerate() {
+        let (lo, hi) = group_halves::<K>(body, g);
+        put_group(o, lo, hi);
+    }
+}
+
+/// Words 0-3 and 4-7 of group `g` of 8 words of `K` (9..=16) bits, the low bits of
+/// two `u64`s: two 8-byte loads straight from the payload, words 0-3 from the
+/// group's first byte, words 4-7 from byte `4K/8` shifted by `4K % 8` (0 or 4; with
+/// 4 `K` is odd, so at most 15, and `4 + 4K <= 64`). The last groups, whose second
+/// load would run past the payload, read a zero-padded copy. (Each group copied
+/// into a 16-byte buffer for one `u128` made the load wait on the copy's stores:
+/// `cargo bench -p brevis-format --bench coders -- decode/packed/` on 16-bit words,
+/// 3.08 then 7.32 Gelem/s.)
+#[inline(always)]
+fn group_halves<const K: usize>(body: &[u8], g: usize) -> (u64, u64) {
     let second = 4 * K / 8;
-    let shift = (4 * K) % 8;
     let load = |b: &[u8], at: usize| {
         b.get(at..)
             .and_then(|b| b.first_chunk::<8>())
             .map(|w| u64::from_le_bytes(*w))
     };
-    for (g, o) in out.chunks_exact_mut(16).enumerate() {
-        let at = g * K;
-        let (lo, hi) = match (load(body, at), load(body, at + second)) {
-            (Some(lo), Some(hi)) => (lo, hi),
-            _ => {
-                let mut copy = [0u8; 24];
-                let group = body.get(at..at + K).unwrap_or(&[]);
-                copy[..group.len()].copy_from_slice(group);
-                (load(&copy, 0).unwrap_or(0), load(&copy, second).unwrap_or(0))
-            }
-        };
-        put_group(o, lo, hi >> shift);
-    }
+    let at = g * K;
+    let (lo, hi) = match (load(body, at), load(body, at + second)) {
+        (Some(lo), Some(hi)) => (lo, hi),
+        _ => {
+            let mut copy = [0u8; 24];
+            let group = body.get(at..at + K).unwrap_or(&[]);
+            copy[..group.len()].copy_from_slice(group);
+            (load(&copy, 0).unwrap_or(0), load(&copy, second).unwrap_or(0))
+        }
+    };
+    (lo, hi >> ((4 * K) % 8))
 }
 
 /// [`unpack_groups`] word by word (big-endian targets).
@@ -441,40 +454,17 @@ fn unpack_groups_by_word<W: Word, const K: usize, const SHIFT_IN: bool>(body: &[
             }
         }
     } else {
-        // Two 8-byte loads a group, straight from the payload: words 0-3 from its
-        // first byte, words 4-7 from byte `4K/8`, shifted by `4K % 8` (0 or 4; with
-        // 4 `K` is odd, so at most 15, and `4 + 4K <= 64`). The last groups, whose
-        // second load would run past the payload, read a zero-padded copy. (Each
-        // group copied into a 16-byte buffer for one `u128` made the load wait on
-        // the copy's stores: `cargo bench -p brevis-format --bench coders --
-        // decode/packed/` on 16-bit words, 3.08 then 7.32 Gelem/s. `hsplit`'s
-        // shifting in, a read-modify-write of every word, gained nothing: FP16 words
-        // 1.18 and 1.14 Gelem/s.)
+        // (Word by word, `hsplit`'s shifting in, a read-modify-write of every word,
+        // gained nothing from these loads: FP16 words 1.18 and 1.14 Gelem/s.)
         let m = (1u64 << K) - 1;
-        let second = 4 * K / 8;
-        let shift = (4 * K) % 8;
-        let load = |b: &[u8], at: usize| {
-            b.get(at..)
-                .and_then(|b| b.first_chunk::<8>())
-                .map(|w| u64::from_le_bytes(*w))
-        };
         for (g, o) in out.chunks_exact_mut(8).enumerate() {
-            let at = g * K;
-            let (lo, hi) = match (load(body, at), load(body, at + second)) {
-                (Some(lo), Some(hi)) => (lo, hi),
-                _ => {
-                    let mut copy = [0u8; 24];
-                    let group = body.get(at..at + K).unwrap_or(&[]);
-                    copy[..group.len()].copy_from_slice(group);
-                    (load(&copy, 0).unwrap_or(0), load(&copy, second).unwrap_or(0))
-                }
-            };
+            let (lo, hi) = group_halves::<K>(body, g);
             let (low_half, high_half) = o.split_at_mut(4);
             for (j, d) in low_half.iter_mut().enumerate() {
                 *d = put::<W, SHIFT_IN>(*d, K, (lo >> (j * K)) & m);
             }
             for (j, d) in high_half.iter_mut().enumerate() {
-                *d = put::<W, SHIFT_IN>(*d, K, (hi >> (shift + j * K)) & m);
+                *d = put::<W, SHIFT_IN>(*d, K, (hi >> (j * K)) & m);
             }
         }
     }
