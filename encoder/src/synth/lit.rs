@@ -166,7 +166,10 @@ pub const FAST_DECODE_SLACK_PPM: u64 = 30_000;
 /// `hsplit` (`--fast-decode` only) decodes faster still where codes are short:
 /// BF16 words 1,514 Melem/s against 1,051 for `huffman8` (its split `k = 7`, 0.85%
 /// larger), exponent bytes 2,191 against 1,618, but near-uniform 7-bit mantissas
-/// 1,249 against 1,640 (same bench, `-- 'decode/(hsplit|huffman8)/'`).
+/// 1,249 against 1,640 (same bench, `-- 'decode/(hsplit|huffman8)/'`); since its
+/// low bits unpack in lanes, those mantissas too (`bench/coders-ab.sh ded0df7
+/// hsplit,huffman8`, one run, Mword/s: BF16 words 1,150 against 627, 7-bit
+/// mantissas 1,196 against 1,012).
 const BY_DECODE_SPEED: [LitEncoding; 8] = [
     LitEncoding::Raw,
     LitEncoding::BitPacked,
