@@ -414,8 +414,9 @@ impl<W: Word> Layout for AsWords<W> {
 /// three words in order, so one 8-byte store puts them (and a fourth, its bit
 /// counts, which the next lookup's store overwrites). Windows of `2 * ROOM + 2`
 /// bytes: room for that fourth word after the last lookup of a round. Three
-/// stores a lookup became one: BF16 and FP16 words decoded 4-5% faster
-/// (`bench/coders-ab.sh REV hsplit`, the whole `wire::decode` of 512 Ki words).
+/// stores a lookup became one: BF16 and FP16 words decoded 4-5% faster, the low
+/// bits still unpacked word by word (`bench/coders-ab.sh ded0df7 hsplit`, the
+/// whole `wire::decode` of 512 Ki words).
 struct AsLe16Bytes;
 
 impl Layout for AsLe16Bytes {
