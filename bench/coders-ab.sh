@@ -60,6 +60,7 @@ publish = false
 [dependencies]
 before = { package = "brevis-format-before", path = "$OLD" }
 after = { package = "brevis-format", path = "$ROOT/format" }
+half = "2"
 
 [profile.release]
 debug = "line-tables-only"

@@ -515,8 +515,8 @@ impl StreamDecoder {
                 return Ok(Some(ev));
             }
             if matches!(self.state, State::FileOrIndex | State::Segment | State::Chunk) {
-                if let Some((limits, start)) = ahead.as_mut() {
-                    self.start_ahead(*limits, &mut **start);
+                if let Some((rule, start)) = ahead.as_mut() {
+                    self.start_ahead(*rule, &mut **start);
                 }
             }
             if !wait && matches!(self.state, State::Chunk) {

@@ -168,8 +168,8 @@ pub const FAST_DECODE_SLACK_PPM: u64 = 30_000;
 /// larger), exponent bytes 2,191 against 1,618, but near-uniform 7-bit mantissas
 /// 1,249 against 1,640 (same bench, `-- 'decode/(hsplit|huffman8)/'`); since its
 /// low bits unpack in lanes, those mantissas too (`bench/coders-ab.sh ded0df7
-/// hsplit,huffman8`, one run, Mword/s: BF16 words 1,150 against 627, 7-bit
-/// mantissas 1,196 against 1,012).
+/// hsplit,huffman8`, one run, Mword/s: BF16 words 1,120 against 627, 7-bit
+/// mantissas 1,119 against 1,090).
 const BY_DECODE_SPEED: [LitEncoding; 8] = [
     LitEncoding::Raw,
     LitEncoding::BitPacked,

@@ -255,11 +255,7 @@ fn unpack_groups_any<W: Word, const SHIFT_IN: bool>(body: &[u8], out: &mut [W], 
     }
     let out: &mut [u8] = bytemuck::cast_slice_mut(out);
     if k == 8 * word_bytes {
-        // Whole words, nothing of the old ones kept: the bytes as they are.
-        if let Some(b) = body.get(..out.len()) {
-            out.copy_from_slice(b);
-        }
-        return;
+        return copy_whole_words(body, out);
     }
     let kept = kept_in_lanes(word_bytes, k);
     let half = 4 * k;
@@ -348,6 +344,14 @@ fn kept_in_lanes(word_bytes: usize, k: usize) -> u64 {
     ((lane << k) & lane) * ones
 }
 
+/// Values as wide as their words, nothing of the old words kept (shifted in or
+/// not): the payload's bytes as they are, on little-endian targets.
+fn copy_whole_words(body: &[u8], out: &mut [u8]) {
+    if let Some(b) = body.get(..out.len()) {
+        out.copy_from_slice(b);
+    }
+}
+
 /// Stores the 8 bytes of lanes `v` at the start of `o`; with `SHIFT_IN`, each lane
 /// of the 8 bytes there shifted left by `k` first (`kept`: [`kept_in_lanes`]).
 #[inline(always)]
@@ -368,17 +372,13 @@ fn put_lanes<const SHIFT_IN: bool>(o: &mut [u8], v: u64, k: usize, kept: u64) {
 /// 8 bytes at a time; with `SHIFT_IN`, every lane of the 8 bytes already there
 /// shifted left by `K` first (its bits shifted past the lane masked off, as a
 /// word's would be). One store where there were four to eight, no shift a word:
-/// `bench/coders-ab.sh REV hsplit,packed` against the word-by-word loop, 512 Ki
-/// words: packed 7- and 8-bit fields in bytes 3.8x and 4.1x as fast, `hsplit`
-/// BF16 and FP16 words (7 and more low bits shifted in) 1.2x; whole 16-bit words,
-/// now a copy, 1.3x.
+/// against the word-by-word loop, packed 7- and 8-bit fields in bytes decode about
+/// 4x as fast, `hsplit` BF16 and FP16 words (7 and more low bits shifted in) 1.2x,
+/// whole 16-bit words (now a copy) 1.3-1.4x (`bench/coders-ab.sh ded0df7
+/// hsplit,packed`, 512 Ki words; `bench/coders-ab/AB.md`).
 fn unpack_groups_in_lanes<const K: usize, const SHIFT_IN: bool>(body: &[u8], out: &mut [u8], word_bytes: usize) {
     if K == 8 * word_bytes {
-        // Whole words, nothing of the old ones kept: the bytes as they are.
-        if let Some(b) = body.get(..out.len()) {
-            out.copy_from_slice(b);
-        }
-        return;
+        return copy_whole_words(body, out);
     }
     let kept = kept_in_lanes(word_bytes, K);
     if word_bytes == 1 {
@@ -476,10 +476,25 @@ mod tests {
 
     /// The little-endian loops (values spread into lanes, 8 bytes a store; native and
     /// WebAssembly's run-time `k`) give what the word-by-word one gives, for every
-    /// width of 8- and 16-bit words, shifted in or not (the old words' bits shifted past their lane dropped), for every
-    /// group count up to a few, the last groups included.
+    /// width of 8- and 16-bit words, shifted in or not (the old words' bits shifted
+    /// past their lane dropped), for every group count up to a few, the last groups
+    /// included.
     #[test]
     fn lanes_match_words() {
+        /// Each loop on `old`, shifting in or not: all equal; returns the result.
+        fn each_loop<W: Word, const K: usize, const SHIFT_IN: bool>(body: &[u8], old: &[W], what: &str) -> Vec<W> {
+            let mut words = old.to_vec();
+            unpack_groups_by_word::<W, K, SHIFT_IN>(body, &mut words);
+            if cfg!(target_endian = "little") {
+                let mut lanes = old.to_vec();
+                unpack_groups_in_lanes::<K, SHIFT_IN>(body, bytemuck::cast_slice_mut(&mut lanes), W::BITS as usize / 8);
+                assert_eq!(lanes, words, "{what}, shifted in: {SHIFT_IN}");
+                let mut any = old.to_vec();
+                unpack_groups_any::<W, SHIFT_IN>(body, &mut any, K as u8);
+                assert_eq!(any, words, "run-time k, {what}, shifted in: {SHIFT_IN}");
+            }
+            words
+        }
         fn check<W: Word, const K: usize>() {
             for groups in [1usize, 2, 3, 5, 17] {
                 let n = groups * 8;
@@ -492,26 +507,19 @@ mod tests {
                 let old: Vec<W> = (0..n as u64)
                     .map(|i| W::from_u64(i.wrapping_mul(0xD1B5_4A32_D192_ED03) >> 7))
                     .collect();
-                let (mut lanes, mut words, mut any) = (old.clone(), old.clone(), old.clone());
-                let bytes = W::BITS as usize / 8;
-                unpack_groups_by_word::<W, K, true>(&body, &mut words);
-                if cfg!(target_endian = "little") {
-                    let what = std::format!("shifted in, {} bits, k {K}, {groups} groups", W::BITS);
-                    unpack_groups_in_lanes::<K, true>(&body, bytemuck::cast_slice_mut(&mut lanes), bytes);
-                    assert_eq!(lanes, words, "{what}");
-                    unpack_groups_any::<W, true>(&body, &mut any, K as u8);
-                    assert_eq!(any, words, "run-time k, {what}");
-                }
-                unpack_groups_by_word::<W, K, false>(&body, &mut words);
-                if cfg!(target_endian = "little") {
-                    let what = std::format!("{} bits, k {K}, {groups} groups", W::BITS);
-                    unpack_groups_in_lanes::<K, false>(&body, bytemuck::cast_slice_mut(&mut lanes), bytes);
-                    assert_eq!(lanes, words, "{what}");
-                    unpack_groups_any::<W, false>(&body, &mut any, K as u8);
-                    assert_eq!(any, words, "run-time k, {what}");
-                }
-                let got: Vec<u64> = words.iter().map(|w| w.to_u64()).collect();
-                assert_eq!(got, vals, "{} bits, k {K}, {groups} groups", W::BITS);
+                let what = std::format!("{} bits, k {K}, {groups} groups", W::BITS);
+                let shifted = each_loop::<W, K, true>(&body, &old, &what);
+                let expected: Vec<W> = old
+                    .iter()
+                    .zip(&vals)
+                    .map(|(o, &v)| W::from_u64(o.to_u64() << K | v))
+                    .collect();
+                assert_eq!(shifted, expected, "{what}, shifted in");
+                let got: Vec<u64> = each_loop::<W, K, false>(&body, &old, &what)
+                    .iter()
+                    .map(|w| w.to_u64())
+                    .collect();
+                assert_eq!(got, vals, "{what}");
             }
         }
         macro_rules! widths {

@@ -384,8 +384,8 @@ trait Layout {
     /// store of the round or of the next one overwrites (the window of `N` units
     /// holds what it stores).
     fn put_entry<const N: usize>(window: &mut [Self::Unit; N], at: usize, e: u64);
-    /// Stores `e`'s first word as word `at` of `run`; false if `run` has no word `at`.
-    fn put_first(run: &mut [Self::Unit], at: usize, e: u64) -> bool;
+    /// Stores `e`'s first word as word `at` of `run` (which has it).
+    fn put_first(run: &mut [Self::Unit], at: usize, e: u64);
 }
 
 /// Runs of words, each stored alone: windows of [`ROOM`] words.
@@ -405,8 +405,10 @@ impl<W: Word> Layout for AsWords<W> {
     }
 
     #[inline(always)]
-    fn put_first(run: &mut [W], at: usize, e: u64) -> bool {
-        run.get_mut(at).map(|d| *d = W::from_u64(e & 0xffff)).is_some()
+    fn put_first(run: &mut [W], at: usize, e: u64) {
+        if let Some(d) = run.get_mut(at) {
+            *d = W::from_u64(e & 0xffff);
+        }
     }
 }
 
@@ -431,10 +433,10 @@ impl Layout for AsLe16Bytes {
     }
 
     #[inline(always)]
-    fn put_first(run: &mut [u8], at: usize, e: u64) -> bool {
-        run.get_mut(2 * at..2 * at + 2)
-            .map(|d| d.copy_from_slice(&(e as u16).to_le_bytes()))
-            .is_some()
+    fn put_first(run: &mut [u8], at: usize, e: u64) {
+        if let Some(d) = run.get_mut(2 * at..2 * at + 2) {
+            d.copy_from_slice(&(e as u16).to_le_bytes());
+        }
     }
 }
 
@@ -482,12 +484,10 @@ fn run_lanes<L: Layout, const N: usize>(
             }
             *a += k;
         }
-        loop {
+        while *a < run.len() / L::PER_WORD {
             l.refill(payload);
             let e = lookup(l, table);
-            if !L::put_first(run, *a, e) {
-                break;
-            }
+            L::put_first(run, *a, e);
             l.used += ((e >> 52) & 15) as u32;
             *a += 1;
         }
