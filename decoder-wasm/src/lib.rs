@@ -48,10 +48,10 @@ pub mod wasm;
 pub use archive::{decode_all, decode_all_with_base, Archive, BaseRef, ChunkInfo, DecodedFile, FileInfo, SegmentInfo};
 pub use brevis_format as format;
 pub use brevis_format::archive::DigestKind;
-pub use digest::{digest, Digester};
+pub use digest::{digest, Blake3Tree, ChunkPlace, Digester, Subtrees};
 pub use error::{DecodeError, ErrorKind, Location};
 pub use exec::{decode_chunk, decode_chunk_bytes, ParsedChunk};
-pub use stream::{Ahead, Event, FileHasher, PendingChunk, Piece, StreamDecoder};
+pub use stream::{Ahead, DecodedChunk, Event, FileHasher, PendingChunk, Piece, StreamDecoder};
 
 /// The default [`DecodeLimits::max_retained_bytes`]: 4 GiB.
 pub const DEFAULT_MAX_RETAINED: u64 = 4 << 30;

@@ -28,7 +28,7 @@ use brevis_format::program::Limits;
 use brevis_format::stream::LeBytes;
 use brevis_format::FormatError;
 
-use crate::digest::{mismatch, Digester};
+use crate::digest::{mismatch, ChunkPlace, Digester, Subtrees};
 use crate::error::{DecodeError, Location};
 use crate::exec::decode_chunk_bytes;
 use crate::{fetch_base, xor_into, BaseProvider, DecodeLimits};
@@ -137,12 +137,19 @@ impl AsRef<[u8]> for Piece {
 /// in the decoder's thread; [`StreamDecoder::set_file_hasher`] can move the work
 /// elsewhere (to a thread of its own, say, while chunks decode on others).
 pub trait FileHasher {
-    /// A file starts: hash its bytes with `kind` (the archive header's
-    /// [`DigestKind`]; a [`Digester`] computes either).
-    fn start(&mut self, kind: DigestKind);
+    /// A file of `size` bytes starts: hash its bytes with `kind` (the archive
+    /// header's [`DigestKind`]; a [`Digester`] computes either).
+    fn start(&mut self, kind: DigestKind, size: u64);
     /// Hashes the next bytes of the current file (a hasher that hashes later,
     /// on another thread, keeps a clone of the piece: no copy of the bytes).
     fn update(&mut self, data: &Piece);
+    /// Hashes the next bytes of the current file, whose BLAKE3 `subtrees`
+    /// were hashed where they were decoded (a [`crate::digest::Blake3Tree`] uses
+    /// them; this default hashes the bytes again).
+    fn update_with_subtrees(&mut self, data: &Piece, subtrees: Subtrees) {
+        let _ = subtrees;
+        self.update(data);
+    }
     /// The digest of the bytes given since `start`.
     fn finish(&mut self) -> [u8; 32];
 }
@@ -151,7 +158,7 @@ pub trait FileHasher {
 struct InlineHasher(Digester);
 
 impl FileHasher for InlineHasher {
-    fn start(&mut self, kind: DigestKind) {
+    fn start(&mut self, kind: DigestKind, _size: u64) {
         self.0 = Digester::new(kind);
     }
 
@@ -249,12 +256,28 @@ struct PendingCopy {
     at: usize,
 }
 
+/// A chunk decoded elsewhere (see [`StreamDecoder::next_event_ahead`]).
+#[derive(Debug)]
+pub struct DecodedChunk {
+    /// What [`crate::decode_chunk_bytes`] gives.
+    pub bytes: LeBytes,
+    /// The BLAKE3 subtrees of `bytes` ([`Subtrees::hash`]) when the chunk was
+    /// started with its [`ChunkPlace`] and they were hashed where it was decoded.
+    pub subtrees: Option<Subtrees>,
+}
+
+impl From<LeBytes> for DecodedChunk {
+    fn from(bytes: LeBytes) -> Self {
+        DecodedChunk { bytes, subtrees: None }
+    }
+}
+
 /// A chunk decoding elsewhere (see [`StreamDecoder::next_event_ahead`]).
 pub trait PendingChunk {
     /// True once [`Self::wait`] would return without blocking.
     fn is_ready(&mut self) -> bool;
-    /// Waits for, and returns, what [`crate::decode_chunk_bytes`] gave.
-    fn wait(self: Box<Self>) -> Result<LeBytes, FormatError>;
+    /// Waits for, and returns, the decoded chunk.
+    fn wait(self: Box<Self>) -> Result<DecodedChunk, FormatError>;
 }
 
 /// A chunk already decoded.
@@ -263,13 +286,37 @@ impl PendingChunk for Result<LeBytes, FormatError> {
         true
     }
 
-    fn wait(self: Box<Self>) -> Result<LeBytes, FormatError> {
+    fn wait(self: Box<Self>) -> Result<DecodedChunk, FormatError> {
+        (*self).map(DecodedChunk::from)
+    }
+}
+
+/// A chunk already decoded, perhaps with its subtrees hashed.
+impl PendingChunk for Result<DecodedChunk, FormatError> {
+    fn is_ready(&mut self) -> bool {
+        true
+    }
+
+    fn wait(self: Box<Self>) -> Result<DecodedChunk, FormatError> {
         *self
     }
 }
 
 /// The type of [`StreamDecoder::next_event`]'s (absent) chunk starter.
-type NoStart = fn(&[u8], &Limits) -> Box<dyn PendingChunk>;
+type NoStart = fn(&[u8], &Limits, Option<ChunkPlace>) -> Box<dyn PendingChunk>;
+
+/// Where the chunks the scan ahead meets go in their file (see
+/// [`StreamDecoder::start_ahead`]).
+#[derive(Clone, Copy, Debug)]
+struct ScanFile {
+    /// The file's size.
+    size: u64,
+    /// Where the next chunk's bytes go.
+    next: u64,
+    /// False in a segment stored as a difference from a base: its chunks'
+    /// bytes are not the file's until XORed with the base.
+    hashable: bool,
+}
 
 /// How far [`StreamDecoder::next_event_ahead`] starts chunk records ahead of the
 /// one whose turn it is: a chunk starts while fewer than `max_chunks` are
@@ -336,6 +383,9 @@ pub struct StreamDecoder {
     scanned_to: u64,
     /// The largest chunk started ahead so far, as declared (see [`Ahead`]).
     largest_started: u64,
+    /// Where the chunk at `scanned_to` would go in its file, if known (BLAKE3
+    /// archives only: chunks are started with their [`ChunkPlace`]).
+    scan_file: Option<ScanFile>,
     /// Where base tensors come from (delta segments).
     base: Option<Box<dyn BaseProvider>>,
     /// SEGMENT records seen so far (the next one's archive-wide index).
@@ -380,6 +430,7 @@ impl StreamDecoder {
             predecoded: VecDeque::new(),
             scanned_to: 0,
             largest_started: 0,
+            scan_file: None,
             base: None,
             segments_seen: 0,
             retained: RetainedSegments::default(),
@@ -472,10 +523,13 @@ impl StreamDecoder {
     }
 
     /// [`Self::next_event`], with the chunk records already buffered started
-    /// ahead of time: `start` gets each one's body and the program limits and
-    /// returns a [`PendingChunk`] that gives what [`crate::decode_chunk_bytes`] would —
+    /// ahead of time: `start` gets each one's body, the program limits and, in an
+    /// archive whose file digests are BLAKE3, where its bytes go in their file
+    /// (when that is known: not in a segment stored against a base), and returns a
+    /// [`PendingChunk`] that gives what [`crate::decode_chunk_bytes`] would —
     /// decoded on another thread meanwhile, say (`start` must copy the body if
-    /// it keeps it). How many are pending at once is bounded by `ahead`; more are
+    /// it keeps it) — and, given a place, may give the BLAKE3 [`Subtrees`] of
+    /// the bytes too, so that the file's hasher need not hash them again. How many are pending at once is bounded by `ahead`; more are
     /// started as records are consumed, so workers never idle behind a batch
     /// barrier. When the next record is a chunk whose result is not ready, this
     /// waits for it if `wait`, else returns `Ok(None)` at once (so the caller can
@@ -487,7 +541,7 @@ impl StreamDecoder {
     /// the largest chunk (whose size the program limits bound).
     pub fn next_event_ahead<F>(&mut self, ahead: Ahead, start: &mut F, wait: bool) -> Result<Option<Event>, DecodeError>
     where
-        F: FnMut(&[u8], &Limits) -> Box<dyn PendingChunk>,
+        F: FnMut(&[u8], &Limits, Option<ChunkPlace>) -> Box<dyn PendingChunk>,
     {
         self.next_inner(Some((ahead, start)), wait)
     }
@@ -505,7 +559,7 @@ impl StreamDecoder {
 
     fn next_inner<F>(&mut self, mut ahead: Option<(Ahead, &mut F)>, wait: bool) -> Result<Option<Event>, DecodeError>
     where
-        F: FnMut(&[u8], &Limits) -> Box<dyn PendingChunk>,
+        F: FnMut(&[u8], &Limits, Option<ChunkPlace>) -> Box<dyn PendingChunk>,
     {
         if let Some(e) = &self.failed {
             return Err(e.clone());
@@ -565,7 +619,7 @@ impl StreamDecoder {
     /// an event or an error.
     fn start_ahead<F>(&mut self, ahead: Ahead, start: &mut F)
     where
-        F: FnMut(&[u8], &Limits) -> Box<dyn PendingChunk> + ?Sized,
+        F: FnMut(&[u8], &Limits, Option<ChunkPlace>) -> Box<dyn PendingChunk> + ?Sized,
     {
         // `scanned_to` is a record boundary at or past `offset` (or stale, behind it).
         let from = self.scanned_to.max(self.offset);
@@ -573,6 +627,10 @@ impl StreamDecoder {
             return;
         };
         let mut at = self.pos + skip;
+        if from == self.offset {
+            // The scan starts here: where the file stands is known.
+            self.scan_file = self.file_now();
+        }
         let mut pending_bytes = self.predecoded.iter().fold(0u64, |sum, p| sum.saturating_add(p.1));
         while self.predecoded.len() < ahead.max_chunks {
             let Some(avail) = self.buf[..self.end].get(at..) else {
@@ -583,12 +641,37 @@ impl StreamDecoder {
                 break;
             }
             let offset = self.offset + (at - self.pos) as u64;
+            let body = &avail[5..5 + head.body_len as usize];
             match head.kind {
-                RecordKind::File | RecordKind::Segment => {}
+                // Not checked yet (their checksums neither): a record that does
+                // not parse leaves the places unknown until the decoder reaches it.
+                RecordKind::File => {
+                    self.scan_file = FileRecord::parse(body).ok().map(|file| ScanFile {
+                        size: file.size,
+                        next: 0,
+                        hashable: true,
+                    });
+                }
+                RecordKind::Segment => {
+                    self.scan_file = match (self.scan_file, SegmentRecord::parse(body)) {
+                        (Some(file), Ok(seg)) => Some(match seg.source {
+                            SegmentSource::Chunks => ScanFile { hashable: true, ..file },
+                            SegmentSource::Copy { .. } => ScanFile {
+                                next: file.next.saturating_add(seg.len),
+                                ..file
+                            },
+                            SegmentSource::BaseDelta { .. } => ScanFile {
+                                hashable: false,
+                                ..file
+                            },
+                        }),
+                        _ => None,
+                    };
+                }
                 RecordKind::Chunk => {
                     // The declared length decides first, before the record's
                     // checksum: a chunk kept waiting is not hashed on every call.
-                    let Ok(header) = ChunkRecord::parse(&avail[5..5 + head.body_len as usize]) else {
+                    let Ok(header) = ChunkRecord::parse(body) else {
                         break;
                     };
                     let largest = self.largest_started.max(header.decoded_len);
@@ -598,7 +681,20 @@ impl StreamDecoder {
                     let Ok((_, body)) = open_record(&avail[..head.total_len()]) else {
                         break;
                     };
-                    let pending = start(body, &self.limits.program);
+                    let place = self
+                        .scan_file
+                        .filter(|f| f.hashable && self.digest_kind == DigestKind::Blake3);
+                    let pending = start(
+                        body,
+                        &self.limits.program,
+                        place.map(|f| ChunkPlace {
+                            file_offset: f.next,
+                            file_size: f.size,
+                        }),
+                    );
+                    if let Some(file) = self.scan_file.as_mut() {
+                        file.next = file.next.saturating_add(header.decoded_len);
+                    }
                     pending_bytes = pending_bytes.saturating_add(header.decoded_len);
                     self.largest_started = largest;
                     self.predecoded.push_back((offset, header.decoded_len, pending));
@@ -608,6 +704,20 @@ impl StreamDecoder {
             at += head.total_len();
             self.scanned_to = self.offset + (at - self.pos) as u64;
         }
+    }
+
+    /// Where the next record's chunks go in their file, as far as the records
+    /// decoded so far say.
+    fn file_now(&self) -> Option<ScanFile> {
+        let file = self.file.as_ref()?;
+        Some(ScanFile {
+            size: file.record.size,
+            next: file.bytes_seen,
+            hashable: match self.state {
+                State::Chunk => self.segment.as_ref().is_some_and(|s| s.base.is_none()),
+                _ => true,
+            },
+        })
     }
 
     fn consume(&mut self, n: usize) {
@@ -694,7 +804,7 @@ impl StreamDecoder {
                     path: record.path.clone(),
                     size: record.size,
                 });
-                self.hasher.start(self.digest_kind);
+                self.hasher.start(self.digest_kind, record.size);
                 let segments_left = record.segments;
                 self.file = Some(OpenFile {
                     record,
@@ -820,7 +930,10 @@ impl StreamDecoder {
                 self.decoded_total = self.decoded_total.saturating_add(header.decoded_len);
                 let read_so_far = offset + (body.len() + archive::RECORD_OVERHEAD) as u64;
                 self.limits.check_ratio(self.decoded_total, read_so_far)?;
-                let mut data = match self.predecoded.pop_front() {
+                let DecodedChunk {
+                    bytes: mut data,
+                    subtrees,
+                } = match self.predecoded.pop_front() {
                     Some((at, _, pending)) if at == offset => pending.wait()?,
                     other => {
                         // Nothing started ahead for this record (or, defensively,
@@ -828,9 +941,11 @@ impl StreamDecoder {
                         if other.is_some() {
                             self.predecoded.clear();
                         }
-                        decode_chunk_bytes(body, &self.limits.program)?
+                        decode_chunk_bytes(body, &self.limits.program)?.into()
                     }
                 };
+                // A delta's bytes change below: what was hashed is not the file's.
+                let subtrees = subtrees.filter(|_| seg.base.is_none());
                 if let Some((base, at)) = seg.base.as_mut() {
                     let part = base.get(*at..*at + data.len()).ok_or(FormatError::LengthMismatch {
                         what: "chunk lengths (beyond the base tensor)",
@@ -857,7 +972,10 @@ impl StreamDecoder {
                     .ok_or(FormatError::Invalid { what: "record order" })?;
                 file.bytes_seen += data.len() as u64;
                 let data = Piece::from(data);
-                self.hasher.update(&data);
+                match subtrees {
+                    Some(subtrees) => self.hasher.update_with_subtrees(&data, subtrees),
+                    None => self.hasher.update(&data),
+                }
                 self.queue.push_back(Event::Data(data));
                 if last {
                     self.close_segment()?;

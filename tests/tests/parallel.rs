@@ -12,8 +12,8 @@ use brevis_decoder::format::program::Limits;
 use brevis_decoder::format::stream::LeBytes;
 use brevis_decoder::format::FormatError;
 use brevis_decoder::{
-    decode_chunk_bytes, Ahead, DecodeError, DecodeLimits, DigestKind, Event, FileHasher, PendingChunk, Piece,
-    StreamDecoder,
+    decode_chunk_bytes, Ahead, Blake3Tree, ChunkPlace, DecodeError, DecodeLimits, DecodedChunk, DigestKind, Event,
+    FileHasher, PendingChunk, Piece, StreamDecoder, Subtrees,
 };
 use brevis_encoder::synth::CandidateSearch;
 use brevis_encoder::{compress_files, CompressOptions, InputFile};
@@ -22,6 +22,11 @@ use safetensors::tensor::Dtype;
 
 /// An archive whose segments have many small chunks.
 fn many_chunks() -> Vec<u8> {
+    many_chunks_hashed(DigestKind::Sha256)
+}
+
+/// [`many_chunks`] with file digests of `digest`.
+fn many_chunks_hashed(digest: DigestKind) -> Vec<u8> {
     let file = safetensors_file(&[
         ("w", Dtype::BF16, vec![64, 64], tensor_bytes(Dtype::BF16, 4096, 1)),
         ("v", Dtype::F32, vec![1024], tensor_bytes(Dtype::F32, 1024, 2)),
@@ -39,6 +44,7 @@ fn many_chunks() -> Vec<u8> {
     ];
     let options = CompressOptions {
         chunk_bytes: 1024,
+        digest,
         ..CompressOptions::default()
     };
     let (archive, _, _) =
@@ -56,7 +62,7 @@ fn chunks(max: usize) -> Ahead {
 }
 
 /// Decodes at once (a pending chunk that is always ready).
-fn sequential(body: &[u8], limits: &Limits) -> Box<dyn PendingChunk> {
+fn sequential(body: &[u8], limits: &Limits, _: Option<ChunkPlace>) -> Box<dyn PendingChunk> {
     Box::new(decode_chunk_bytes(body, limits))
 }
 
@@ -202,9 +208,9 @@ impl PendingChunk for Slow {
         self.polls == 0
     }
 
-    fn wait(self: Box<Self>) -> Result<LeBytes, FormatError> {
+    fn wait(self: Box<Self>) -> Result<DecodedChunk, FormatError> {
         self.pending.set(self.pending.get() - 1);
-        self.result
+        self.result.map(DecodedChunk::from)
     }
 }
 
@@ -218,7 +224,7 @@ fn chunks_not_ready_let_the_caller_read_on_and_stay_bounded() {
     for (piece, max, polls) in [(archive.len(), 3, 2), (999, 2, 3), (5000, 5, 1), (64, 1, 4)] {
         let pending = std::rc::Rc::new(std::cell::Cell::new(0usize));
         let most = std::rc::Rc::new(std::cell::Cell::new(0usize));
-        let mut start = |body: &[u8], limits: &Limits| -> Box<dyn PendingChunk> {
+        let mut start = |body: &[u8], limits: &Limits, _: Option<ChunkPlace>| -> Box<dyn PendingChunk> {
             pending.set(pending.get() + 1);
             most.set(most.get().max(pending.get()));
             Box::new(Slow {
@@ -264,9 +270,9 @@ fn what_starts_ahead_follows_the_largest_chunk() {
         let mut sizes = Vec::new();
         let mut dec = StreamDecoder::new(DecodeLimits::default());
         dec.push(&archive);
-        let mut count = |body: &[u8], limits: &Limits| {
+        let mut count = |body: &[u8], limits: &Limits, place: Option<ChunkPlace>| {
             sizes.push(ChunkRecord::parse(body).unwrap().decoded_len);
-            sequential(body, limits)
+            sequential(body, limits, place)
         };
         while dec
             .next_event_ahead(chunks(usize::MAX), &mut count, true)
@@ -298,7 +304,7 @@ fn what_starts_ahead_follows_the_largest_chunk() {
         };
         let pending = std::rc::Rc::new(std::cell::Cell::new(0usize));
         let sizes = std::rc::Rc::new(std::cell::RefCell::new(Vec::new()));
-        let mut start = |body: &[u8], limits: &Limits| -> Box<dyn PendingChunk> {
+        let mut start = |body: &[u8], limits: &Limits, _: Option<ChunkPlace>| -> Box<dyn PendingChunk> {
             pending.set(pending.get() + 1);
             sizes.borrow_mut().push(ChunkRecord::parse(body).unwrap().decoded_len);
             Box::new(Slow {
@@ -349,7 +355,7 @@ struct Recorder {
 }
 
 impl FileHasher for Recorder {
-    fn start(&mut self, kind: DigestKind) {
+    fn start(&mut self, kind: DigestKind, _size: u64) {
         self.files.borrow_mut().push((kind, Vec::new()));
     }
 
@@ -431,4 +437,118 @@ fn pieces_are_shared_not_copied() {
     assert_eq!(copied, vec![7u8; 1000]);
     let taken = held.into_vec();
     assert_eq!(taken.as_ptr(), at, "the last holder takes the buffer itself");
+}
+
+/// Each chunk started ahead: the place it was given and its bytes.
+type Started = std::cell::RefCell<Vec<(Option<ChunkPlace>, Vec<u8>)>>;
+
+/// Decodes at once and, given a place, hashes the chunk's BLAKE3 subtrees
+/// there (as `brevis`'s workers do); `places` records what it was given.
+fn hashing(places: &Started) -> impl FnMut(&[u8], &Limits, Option<ChunkPlace>) -> Box<dyn PendingChunk> + '_ {
+    move |body, limits, place| {
+        let decoded = decode_chunk_bytes(body, limits).map(|bytes| DecodedChunk {
+            subtrees: place.map(|p| Subtrees::hash(&bytes, p)),
+            bytes,
+        });
+        let bytes = decoded.as_ref().map_or(Vec::new(), |d| d.bytes.to_vec());
+        places.borrow_mut().push((place, bytes));
+        Box::new(decoded)
+    }
+}
+
+/// The digests a [`Blake3Tree`] hasher computes, and the bytes its subtrees covered.
+struct TreeHasher {
+    tree: Blake3Tree,
+    covered: std::rc::Rc<std::cell::Cell<u64>>,
+}
+
+impl FileHasher for TreeHasher {
+    fn start(&mut self, kind: DigestKind, size: u64) {
+        assert_eq!(kind, DigestKind::Blake3);
+        self.tree = Blake3Tree::new(size);
+    }
+
+    fn update(&mut self, data: &Piece) {
+        self.tree.update(data);
+    }
+
+    fn update_with_subtrees(&mut self, data: &Piece, subtrees: Subtrees) {
+        self.covered.set(self.covered.get() + subtrees.covered());
+        self.tree.update_with_subtrees(data, &subtrees);
+    }
+
+    fn finish(&mut self) -> [u8; 32] {
+        self.tree.finalize()
+    }
+}
+
+/// In a BLAKE3 archive each chunk started ahead gets where its bytes go in
+/// its file (none in SHA-256 archives); the subtrees hashed there, merged by
+/// a [`Blake3Tree`], give every file's digest (the decoder checks it), and the
+/// events are those of the one-thread decoder, however the input comes.
+#[test]
+fn chunks_hashed_where_decoded_give_the_files_digests() {
+    for kind in [DigestKind::Sha256, DigestKind::Blake3] {
+        let archive = many_chunks_hashed(kind);
+        let want = events(&archive, archive.len(), None);
+        assert!(want.1.is_none(), "{:?}", want.1);
+        // Where each chunk's bytes go, from the events.
+        let mut truth = Vec::new();
+        let (mut at, mut size) = (0u64, 0u64);
+        for ev in &want.0 {
+            match ev {
+                Event::FileStart { size: s, .. } => (at, size) = (0, *s),
+                Event::Data(d) => {
+                    let place = ChunkPlace {
+                        file_offset: at,
+                        file_size: size,
+                    };
+                    truth.push((place, d.to_vec()));
+                    at += d.len() as u64;
+                }
+                _ => {}
+            }
+        }
+        for piece in [archive.len(), 3000, 777] {
+            let places = std::cell::RefCell::new(Vec::new());
+            let covered = std::rc::Rc::new(std::cell::Cell::new(0));
+            let mut dec = StreamDecoder::new(DecodeLimits::default());
+            if kind == DigestKind::Blake3 {
+                dec.set_file_hasher(Box::new(TreeHasher {
+                    tree: Blake3Tree::new(0),
+                    covered: covered.clone(),
+                }));
+            }
+            let mut got = Vec::new();
+            {
+                let mut start = hashing(&places);
+                for p in archive.chunks(piece) {
+                    dec.push(p);
+                    while let Some(ev) = dec.next_event_ahead(chunks(3), &mut start, true).unwrap() {
+                        got.push(ev);
+                    }
+                }
+            }
+            dec.finish().unwrap();
+            assert_eq!((got, None), want, "{kind:?}, pieces of {piece}");
+            let started = places.into_inner();
+            assert!(started.len() > 20, "{} chunks started ahead", started.len());
+            match kind {
+                DigestKind::Sha256 => assert!(started.iter().all(|(place, _)| place.is_none())),
+                _ => {
+                    // The chunks started ahead are some of the archive's, in
+                    // order (the others decode in place), each with its place.
+                    let mut rest = truth.iter();
+                    for (place, bytes) in &started {
+                        let place = place.expect("a place in a BLAKE3 archive");
+                        assert!(
+                            rest.any(|(p, b)| *p == place && b == bytes),
+                            "{place:?} is not the place of the next chunks"
+                        );
+                    }
+                    assert!(covered.get() > 0, "no subtree used");
+                }
+            }
+        }
+    }
 }

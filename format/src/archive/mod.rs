@@ -14,8 +14,6 @@
 use alloc::string::String;
 use alloc::vec::Vec;
 
-use xxhash_rust::xxh3::xxh3_64;
-
 use crate::bytes::{put_string, put_varint, ByteReader};
 use crate::dtype::DType;
 use crate::error::{FormatError, Result};
@@ -159,6 +157,21 @@ pub fn check_header(h: &[u8]) -> Result<DigestKind> {
     } else {
         DigestKind::Sha256
     })
+}
+
+/// XXH3-64 (seed 0), the checksum of records and of decoded chunks. Both
+/// crates compute the same function; they differ in speed. xxhash-rust picks
+/// its SIMD at compile time, which for a portable x86-64 build is SSE2;
+/// twox-hash (with `std`) picks AVX2 at run time where the CPU has it, and hashes
+/// twice as fast here (`bench/RESULTS.md`'s machine: 22-24 against 12-14 GB/s on
+/// a record just read). In WebAssembly xxhash-rust's `simd128` code is the fast
+/// one (twox-hash has none), and without `std` twox-hash has no SIMD at all.
+#[inline]
+fn xxh3_64(bytes: &[u8]) -> u64 {
+    #[cfg(all(target_arch = "x86_64", feature = "std"))]
+    return twox_hash::XxHash3_64::oneshot(bytes);
+    #[cfg(not(all(target_arch = "x86_64", feature = "std")))]
+    return xxhash_rust::xxh3::xxh3_64(bytes);
 }
 
 /// Frames `body` as a record of `kind`, appending it to `out`.
