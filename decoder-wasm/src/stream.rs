@@ -302,9 +302,6 @@ impl PendingChunk for Result<DecodedChunk, FormatError> {
     }
 }
 
-/// The type of [`StreamDecoder::next_event`]'s (absent) chunk starter.
-type NoStart = fn(&[u8], &Limits, Option<ChunkPlace>) -> Box<dyn PendingChunk>;
-
 /// Where the chunks the scan ahead meets go in their file (see
 /// [`StreamDecoder::start_ahead`]).
 #[derive(Clone, Copy, Debug)]
@@ -519,7 +516,9 @@ impl StreamDecoder {
     /// Decodes the next event from buffered bytes. `Ok(None)` means more input
     /// is needed. After an error, the same error is returned again.
     pub fn next_event(&mut self) -> Result<Option<Event>, DecodeError> {
-        self.next_inner(None::<(Ahead, &mut NoStart)>, true)
+        // Nothing to do between records: this instance holds no scan-ahead code
+        // (the WebAssembly module, which has no threads, is smaller for it).
+        self.next_inner(|_| true)
     }
 
     /// [`Self::next_event`], with the chunk records already buffered started
@@ -543,7 +542,17 @@ impl StreamDecoder {
     where
         F: FnMut(&[u8], &Limits, Option<ChunkPlace>) -> Box<dyn PendingChunk>,
     {
-        self.next_inner(Some((ahead, start)), wait)
+        self.next_inner(|dec| {
+            if matches!(dec.state, State::FileOrIndex | State::Segment | State::Chunk) {
+                dec.start_ahead(ahead, &mut *start);
+            }
+            // Unless told to wait, a chunk whose result is not ready stops here.
+            wait || !matches!(dec.state, State::Chunk)
+                || dec
+                    .predecoded
+                    .front_mut()
+                    .is_none_or(|(at, _, pending)| *at != dec.offset || pending.is_ready())
+        })
     }
 
     /// The byte budget of `ahead` now: `ahead.workers` × the larger of
@@ -557,10 +566,9 @@ impl StreamDecoder {
         ahead.budget(self.largest_started)
     }
 
-    fn next_inner<F>(&mut self, mut ahead: Option<(Ahead, &mut F)>, wait: bool) -> Result<Option<Event>, DecodeError>
-    where
-        F: FnMut(&[u8], &Limits, Option<ChunkPlace>) -> Box<dyn PendingChunk>,
-    {
+    /// The event loop: `between` runs before each record is decoded and returns
+    /// false to return `Ok(None)` there (input may be needed, or a chunk's result).
+    fn next_inner(&mut self, mut between: impl FnMut(&mut Self) -> bool) -> Result<Option<Event>, DecodeError> {
         if let Some(e) = &self.failed {
             return Err(e.clone());
         }
@@ -568,17 +576,8 @@ impl StreamDecoder {
             if let Some(ev) = self.queue.pop_front() {
                 return Ok(Some(ev));
             }
-            if matches!(self.state, State::FileOrIndex | State::Segment | State::Chunk) {
-                if let Some((rule, start)) = ahead.as_mut() {
-                    self.start_ahead(*rule, &mut **start);
-                }
-            }
-            if !wait && matches!(self.state, State::Chunk) {
-                if let Some((at, _, pending)) = self.predecoded.front_mut() {
-                    if *at == self.offset && !pending.is_ready() {
-                        return Ok(None);
-                    }
-                }
+            if !between(self) {
+                return Ok(None);
             }
             match self.step() {
                 Ok(true) => {}
