@@ -380,6 +380,9 @@ pub struct StreamDecoder {
     scanned_to: u64,
     /// The largest chunk started ahead so far, as declared (see [`Ahead`]).
     largest_started: u64,
+    /// Archive offset just past the last whole record [`Self::record_remaining`]
+    /// walked over (or stale, behind `offset`).
+    walked_to: u64,
     /// Where the chunk at `scanned_to` would go in its file, if known (BLAKE3
     /// archives only: chunks are started with their [`ChunkPlace`]).
     scan_file: Option<ScanFile>,
@@ -427,6 +430,7 @@ impl StreamDecoder {
             predecoded: VecDeque::new(),
             scanned_to: 0,
             largest_started: 0,
+            walked_to: 0,
             scan_file: None,
             base: None,
             segments_seen: 0,
@@ -506,6 +510,35 @@ impl StreamDecoder {
     /// Bytes pushed but not yet consumed.
     pub fn buffered(&self) -> usize {
         self.end - self.pos
+    }
+
+    /// Bytes still to come of the first record not wholly buffered, once its
+    /// first five bytes (which give its length) are; `None` before that, or when
+    /// what is buffered is not a record. A caller reading the archive in pieces
+    /// can read that much, so that a record ends where the buffer does: when it
+    /// is consumed nothing is left to move to the buffer's start to make room
+    /// (a fixed 1 MiB read moved about half of every record there).
+    pub fn record_remaining(&mut self) -> Option<usize> {
+        if matches!(self.state, State::Done) {
+            return None;
+        }
+        // Records start after the archive header.
+        let first = if self.offset == 0 && matches!(self.state, State::Header) {
+            HEADER_LEN as u64
+        } else {
+            self.offset
+        };
+        let mut at = self.walked_to.max(first);
+        loop {
+            let skip = usize::try_from(at - self.offset).ok()?;
+            let avail = self.buf[..self.end].get(self.pos + skip..)?;
+            let head = RecordHead::parse(avail).ok()?;
+            if avail.len() < head.total_len() {
+                return Some(head.total_len() - avail.len());
+            }
+            at += head.total_len() as u64;
+            self.walked_to = at;
+        }
     }
 
     /// True once the END record was verified.

@@ -7,7 +7,7 @@
 use std::fs;
 use std::path::Path;
 
-use brevis_decoder::format::archive::ChunkRecord;
+use brevis_decoder::format::archive::{ChunkRecord, RecordHead, HEADER_LEN};
 use brevis_decoder::format::program::Limits;
 use brevis_decoder::format::stream::LeBytes;
 use brevis_decoder::format::FormatError;
@@ -549,6 +549,56 @@ fn chunks_hashed_where_decoded_give_the_files_digests() {
                     assert!(covered.get() > 0, "no subtree used");
                 }
             }
+        }
+    }
+}
+
+/// `record_remaining` gives the bytes that complete the first record not wholly
+/// buffered, once its length is: reads of that many (at least `min`) end where
+/// records end, leave nothing buffered once the decoder has caught up, and give
+/// the events of any other reads.
+#[test]
+fn reads_can_stop_where_records_end() {
+    let archive = many_chunks();
+    let want = events(&archive, archive.len(), None);
+    // Where records end, walking their heads.
+    let mut ends = std::collections::BTreeSet::new();
+    let mut at = HEADER_LEN;
+    while at < archive.len() {
+        at += RecordHead::parse(&archive[at..]).unwrap().total_len();
+        ends.insert(at);
+    }
+    assert_eq!(at, archive.len());
+    assert!(ends.len() > 20, "{} records", ends.len());
+    for min in [1, 6, 100, 4096] {
+        let mut dec = StreamDecoder::new(DecodeLimits::default());
+        let (mut at, mut got, mut exact) = (0, Vec::new(), 0);
+        while at < archive.len() {
+            let remaining = dec.record_remaining();
+            if let Some(r) = remaining {
+                assert!(ends.contains(&(at + r)), "min {min}: {at} + {r} is not a record's end");
+                exact += 1;
+            } else {
+                // Not even the next record's length is buffered.
+                let head = ends.range(..=at).next_back().copied().unwrap_or(0).max(HEADER_LEN);
+                assert!(at < head + 5, "min {min}: a head is buffered at {at}");
+            }
+            let n = remaining.map_or(min, |r| r.max(min)).min(archive.len() - at);
+            dec.push(&archive[at..at + n]);
+            at += n;
+            while let Some(ev) = dec.next_event().unwrap() {
+                got.push(ev);
+            }
+            if min == 1 && remaining.is_some() {
+                assert_eq!(dec.buffered(), 0, "a whole record read and consumed");
+            }
+        }
+        assert_eq!(dec.record_remaining(), None, "nothing after the END record");
+        dec.finish().unwrap();
+        assert_eq!((got, None), want, "min {min}");
+        // (With 4 KiB reads at least, these small records are mostly read whole.)
+        if min <= 100 {
+            assert!(exact > 10, "min {min}: {exact} reads to a record's end");
         }
     }
 }
