@@ -561,7 +561,8 @@ impl StreamDecoder {
     /// [`PendingChunk`] that gives what [`crate::decode_chunk_bytes`] would —
     /// decoded on another thread meanwhile, say (`start` must copy the body if
     /// it keeps it) — and, given a place, may give the BLAKE3 [`Subtrees`] of
-    /// the bytes too, so that the file's hasher need not hash them again. How many are pending at once is bounded by `ahead`; more are
+    /// the bytes too, so that the file's hasher need not hash them again. How
+    /// many are pending at once is bounded by `ahead`; more are
     /// started as records are consumed, so workers never idle behind a batch
     /// barrier. When the next record is a chunk whose result is not ready, this
     /// waits for it if `wait`, else returns `Ok(None)` at once (so the caller can
