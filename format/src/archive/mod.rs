@@ -163,9 +163,10 @@ pub fn check_header(h: &[u8]) -> Result<DigestKind> {
 /// crates compute the same function; they differ in speed. xxhash-rust picks
 /// its SIMD at compile time, which for a portable x86-64 build is SSE2;
 /// twox-hash (with `std`) picks AVX2 at run time where the CPU has it, and hashes
-/// twice as fast here (`bench/RESULTS.md`'s machine: 22-24 against 12-14 GB/s on
-/// a record just read). In WebAssembly xxhash-rust's `simd128` code is the fast
-/// one (twox-hash has none), and without `std` twox-hash has no SIMD at all.
+/// 1.6 times as fast on `bench/RESULTS.md`'s machine (`cargo bench -p
+/// brevis-decoder --bench digests -- checksum`: 28.9 against 17.6 GiB/s on a MiB
+/// in cache). In WebAssembly xxhash-rust's `simd128` code is the fast one
+/// (twox-hash has none), and without `std` twox-hash has no SIMD at all.
 #[inline]
 fn xxh3_64(bytes: &[u8]) -> u64 {
     #[cfg(all(target_arch = "x86_64", feature = "std"))]
