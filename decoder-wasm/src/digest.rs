@@ -102,18 +102,7 @@ impl Subtrees {
         let end = file_offset.saturating_add(bytes.len() as u64);
         let from = file_offset.checked_next_multiple_of(CHUNK).unwrap_or(u64::MAX);
         let to = end.min(last_chunk_start(place.file_size)) / CHUNK * CHUNK;
-        let parts = aligned_subtrees(from, to)
-            .map(|(at, len)| {
-                // `file_offset <= at` and `at + len <= end`: within `bytes`.
-                let start = (at - file_offset) as usize;
-                let len = len as usize;
-                Subtree {
-                    start,
-                    len,
-                    cv: subtree_cv(&bytes[start..start + len], at),
-                }
-            })
-            .collect();
+        let parts = hash_subtrees(bytes, file_offset, from, to).collect();
         Subtrees { file_offset, parts }
     }
 
@@ -142,6 +131,22 @@ fn aligned_subtrees(mut start: u64, end: u64) -> impl Iterator<Item = (u64, u64)
         let subtree = (start, len);
         start += len;
         Some(subtree)
+    })
+}
+
+/// The subtrees of `bytes`, which start `base` bytes into the file, that cover
+/// its bytes `from..to` (file offsets, multiples of [`CHUNK`], within `bytes`),
+/// hashed: [`aligned_subtrees`] with their chaining values.
+fn hash_subtrees(bytes: &[u8], base: u64, from: u64, to: u64) -> impl Iterator<Item = Subtree> + '_ {
+    aligned_subtrees(from, to).map(move |(at, len)| {
+        // `base <= from <= at` and `at + len <= to`: within `bytes`.
+        let start = (at - base) as usize;
+        let len = len as usize;
+        Subtree {
+            start,
+            len,
+            cv: subtree_cv(&bytes[start..start + len], at),
+        }
     })
 }
 
@@ -201,12 +206,8 @@ impl Blake3Tree {
         }
         // Whole chunks but the last (more bytes may follow, or none).
         let whole = (data.len() - 1) / CHUNK as usize * CHUNK as usize;
-        let mut at = 0;
-        for (offset, len) in aligned_subtrees(self.pos, self.pos + whole as u64) {
-            let len = len as usize;
-            let cv = subtree_cv(&data[at..at + len], offset);
-            self.push(cv, len as u64);
-            at += len;
+        for part in hash_subtrees(data, self.pos, self.pos, self.pos + whole as u64) {
+            self.push(part.cv, part.len as u64);
         }
         self.tail.extend_from_slice(&data[whole..]);
     }
