@@ -242,6 +242,22 @@ fn pick(sizes: &[(LitEncoding, usize)], slack_ppm: u64) -> Option<LitEncoding> {
     best.map(|(e, _)| e)
 }
 
+/// Whether a literal estimated at `estimate` bytes may still be kept by [`pick`]
+/// over faster-decoding ones whose pick is `faster` bytes: it must be smaller by
+/// the slack. The margin covers the estimate's error (rANS's: within a few bytes
+/// and 0.01%, [`wire::rans::Plan::estimated_len`]) ten times over, so a literal
+/// this rules out is one `pick` would not have kept: the archives are the same as
+/// with every trial coded (checked on the corpus, see `ESTIMATE_MARGIN`).
+fn could_be_picked(estimate: usize, faster: usize, slack_ppm: u64) -> bool {
+    let slack = slack_ppm.min(1_000_000) as f64 / 1e6;
+    (estimate as f64) < faster as f64 * (1.0 - slack) * (1.0 + ESTIMATE_MARGIN) + ESTIMATE_MARGIN_BYTES
+}
+
+/// Relative part of [`could_be_picked`]'s margin.
+const ESTIMATE_MARGIN: f64 = 0.001;
+/// Absolute part of [`could_be_picked`]'s margin, bytes.
+const ESTIMATE_MARGIN_BYTES: f64 = 64.0;
+
 /// The literal encoding of `s` to keep (the smallest, unless a faster-decoding one
 /// is within the policy's `decode_slack_ppm`, see `pick`), where `bound` is the size of the
 /// best program already found for `s` by other means: the slow zstd level is only
@@ -301,12 +317,31 @@ pub fn pick_lit_below(s: &Stream, policy: &LitPolicy, bound: usize) -> PickedLit
     if let Some(len) = wire::huffman_len(LitEncoding::Huffman, s) {
         sizes.push((LitEncoding::Huffman, lit_size(s, len)));
     }
-    if let Some(node) = lit(s, LitEncoding::Rans, 0) {
-        keep(node, &mut sizes, &mut built);
-    }
     if policy.hsplit && n >= HSPLIT_MIN_WORDS && width > 8 {
         if let Some(node) = lit(s, LitEncoding::HSplit, 0) {
             keep(node, &mut sizes, &mut built);
+        }
+    }
+    // rANS is coded only where its estimate says `pick` could keep it: `sizes` holds
+    // only faster-decoding encodings so far, so it must beat their pick by the
+    // slack. Where it cannot, its estimate stands in for its size in the zstd
+    // retry below (as its exact size did when it was always coded).
+    let mut rans_estimate = None;
+    if let Some(plan) = wire::rans_plan(s) {
+        let estimate = lit_size(s, plan.estimated_len().ceil() as usize);
+        let faster = pick(&sizes, policy.decode_slack_ppm)
+            .and_then(|e| sizes.iter().find(|(f, _)| *f == e))
+            .map_or(usize::MAX, |&(_, size)| size);
+        if could_be_picked(estimate, faster, policy.decode_slack_ppm) {
+            let node = Node::Lit {
+                width,
+                count: n as u64,
+                encoding: LitEncoding::Rans,
+                payload: wire::rans_encode(plan, s),
+            };
+            keep(node, &mut sizes, &mut built);
+        } else {
+            rans_estimate = Some(estimate);
         }
     }
     let nbr_worth_trying = match s.words() {
@@ -319,7 +354,12 @@ pub fn pick_lit_below(s: &Stream, policy: &LitPolicy, bound: usize) -> PickedLit
         }
     }
     if policy.zstd_level > 0 && n >= 64 {
-        let best_size = sizes.iter().map(|&(_, z)| z).min().unwrap_or(usize::MAX);
+        let best_size = sizes
+            .iter()
+            .map(|&(_, z)| z)
+            .chain(rans_estimate)
+            .min()
+            .unwrap_or(usize::MAX);
         let quick = policy.zstd_level.min(3);
         if let Some(node) = lit(s, LitEncoding::Zstd, quick) {
             let size = serialized_size(&node);
@@ -429,6 +469,90 @@ mod tests {
         for enc in [Raw, BitPacked, Huffman8, Rans, Zstd] {
             assert!(seen.contains(&enc), "no stream picked {enc:?}: {seen:?}");
         }
+    }
+
+    /// What `pick_lit_below` picks with every trial coded (as before rANS was
+    /// planned first): exact sizes of raw, packed, Huffman, rANS, and `hsplit` and
+    /// `nbr` where the policy tries them, then `pick`, and `huffman8` where
+    /// Huffman is picked. zstd is left out (its trials do not depend on rANS's
+    /// size when rANS is coded; the policies below have it off).
+    fn pick_coding_every_trial(s: &Stream, policy: &LitPolicy) -> (LitEncoding, usize, Vec<(LitEncoding, usize)>) {
+        use LitEncoding::*;
+        let mut encodings = vec![Raw, BitPacked, Huffman, Rans];
+        if policy.hsplit && s.len() >= HSPLIT_MIN_WORDS && s.width() > 8 {
+            encodings.push(HSplit);
+        }
+        if let brevis_format::stream::Words::U8(w) = s.words() {
+            if policy.nbr && s.len() >= NBR_MIN_WORDS && wire::nbr::promising(w, s.width()) {
+                encodings.push(Nbr);
+            }
+        }
+        let mut sizes: Vec<(LitEncoding, usize)> = encodings
+            .into_iter()
+            .filter_map(|e| lit(s, e, 0).map(|node| (e, serialized_size(&node))))
+            .collect();
+        let mut enc = pick(&sizes, policy.decode_slack_ppm).unwrap();
+        if enc == Huffman && s.len() >= HUFFMAN8_MIN_WORDS {
+            sizes.push((Huffman8, serialized_size(&lit(s, Huffman8, 0).unwrap())));
+            enc = pick(&sizes, policy.decode_slack_ppm).unwrap();
+        }
+        let size = sizes.iter().find(|(e, _)| *e == enc).unwrap().1;
+        (enc, size, sizes)
+    }
+
+    /// Planning rANS first and coding it only where its estimate could be picked
+    /// changes no pick: on streams around the slack's edge (rANS a little smaller
+    /// or larger than Huffman and packing), under the ratio-first and fast-decode
+    /// policies and with no slack, `pick_lit_below` picks what coding every trial
+    /// picks, at the same size. Both outcomes occur: rANS skipped (its estimate
+    /// ruled out) and rANS picked.
+    #[test]
+    fn planning_rans_first_changes_no_pick() {
+        let mut next = below(0x1234_5678_9ABC_DEF1);
+        let (mut skipped, mut picked_rans) = (0, 0);
+        for case in 0..120u64 {
+            let width = [3u8, 7, 8, 12, 16][(case % 5) as usize];
+            let n = [3_000usize, 20_000, 70_000][(case / 5 % 3) as usize];
+            let max = 1u64 << width;
+            // From near-uniform (packing wins) to skewed (rANS wins), with the
+            // skew varied finely around where rANS's gain crosses the slack.
+            let skew = 1 + case % 4;
+            let spread = max - (case * 7919 % (max / 2 + 1));
+            let values: Vec<u64> = (0..n).map(|_| (0..skew).map(|_| next(spread)).min().unwrap()).collect();
+            let s = Stream::from_u64s(width, &values).unwrap();
+            for policy in [
+                LitPolicy::new(0, 1.0),
+                LitPolicy::new(0, 1.0).fast_decode(),
+                LitPolicy {
+                    decode_slack_ppm: 0,
+                    ..LitPolicy::new(0, 1.0)
+                },
+            ] {
+                let got = pick_lit_below(&s, &policy, usize::MAX);
+                let (enc, size, sizes) = pick_coding_every_trial(&s, &policy);
+                assert_eq!(
+                    (got.encoding, got.size),
+                    (enc, size),
+                    "case {case}, width {width}, n {n}"
+                );
+                picked_rans += usize::from(got.encoding == LitEncoding::Rans);
+                // Whether `pick_lit_below` left rANS uncoded: its estimate against
+                // the pick of the faster encodings.
+                let faster: Vec<_> = sizes
+                    .iter()
+                    .copied()
+                    .filter(|(e, _)| !matches!(e, LitEncoding::Rans | LitEncoding::Huffman8 | LitEncoding::Nbr))
+                    .collect();
+                let f = pick(&faster, policy.decode_slack_ppm).unwrap();
+                let f_size = faster.iter().find(|(e, _)| *e == f).unwrap().1;
+                let estimate = lit_size(&s, wire::rans_plan(&s).unwrap().estimated_len().ceil() as usize);
+                skipped += usize::from(!could_be_picked(estimate, f_size, policy.decode_slack_ppm));
+            }
+        }
+        assert!(
+            picked_rans > 10 && skipped > 10,
+            "rANS picked {picked_rans}, not coded {skipped}"
+        );
     }
 
     #[test]

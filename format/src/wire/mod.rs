@@ -224,6 +224,26 @@ pub fn huffman_len(encoding: LitEncoding, stream: &Stream) -> Option<usize> {
     }
 }
 
+/// The `rans` literal of `stream` planned but not yet coded ([`rans::Plan`]: its
+/// estimated length first, the payload only if wanted, with [`rans_encode`]).
+/// `None` where [`encode`] gives `None` for [`LitEncoding::Rans`].
+pub fn rans_plan(stream: &Stream) -> Option<rans::Plan> {
+    if !LitEncoding::Rans.supports_width(stream.width()) {
+        return None;
+    }
+    match stream.words() {
+        Words::U8(w) => rans::Plan::new(w, stream.width()),
+        Words::U16(w) => rans::Plan::new(w, stream.width()),
+        _ => None,
+    }
+}
+
+/// Codes `stream` with a plan [`rans_plan`] made for it: what [`encode`] gives for
+/// [`LitEncoding::Rans`].
+pub fn rans_encode(plan: rans::Plan, stream: &Stream) -> Vec<u8> {
+    crate::with_words!(stream.words(), w => plan.encode(w, stream.width()))
+}
+
 /// Encodes a stream with one of the pure-Rust encodings (everything but zstd,
 /// whose encoder lives in the encoder crate). Returns `None` where the encoding
 /// does not apply to this stream.
