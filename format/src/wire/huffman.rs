@@ -536,14 +536,16 @@ impl Lane {
 
 /// Code lengths for `counts` (at least two): the shortest limit from
 /// `max(MIN_LIMIT, ceil(log2 S))` up to 16 whose coded size is within `LIMIT_SLACK`
-/// of the 16-bit-limited optimum.
+/// of the 16-bit-limited optimum. Package-merge's lists are built once for all the
+/// limits ([`PackageMerge`]).
 fn choose_lengths(counts: &[u64]) -> Vec<u8> {
     let cost = |lens: &[u8]| -> u64 { counts.iter().zip(lens).map(|(&c, &l)| c * u64::from(l)).sum() };
     let lo = MIN_LIMIT.max(ceil_log2(counts.len() as u64));
-    let best = limited_lengths(counts, MAX_CODE_LEN);
+    let merge = PackageMerge::new(counts, MAX_CODE_LEN);
+    let best = merge.lengths(MAX_CODE_LEN);
     let target = cost(&best) + cost(&best) * LIMIT_SLACK / 10_000;
     for limit in lo..MAX_CODE_LEN {
-        let lens = limited_lengths(counts, limit);
+        let lens = merge.lengths(limit);
         if cost(&lens) <= target {
             return lens;
         }
@@ -573,60 +575,85 @@ pub(super) fn canonical_codes(lens: &[u8]) -> Vec<u32> {
 }
 
 /// Optimal code lengths of at most `limit` bits for `weights` (at least two, all
-/// positive, `2^limit >= weights.len()`), by package-merge.
-///
-/// List `d` (for depth `d`, from `limit` up to 1) merges the leaves with the pairs of
-/// list `d + 1`; the first `2S - 2` items of list 1 are chosen, and a chosen package
-/// chooses its two items in the list below. Leaves come in weight order in every list,
-/// so the chosen leaves of a list are a prefix, and a leaf's length is the number of
-/// lists whose chosen prefix holds it.
+/// positive, `2^limit >= weights.len()`), by package-merge ([`PackageMerge`]).
 pub(super) fn limited_lengths(weights: &[u64], limit: u32) -> Vec<u8> {
-    let n = weights.len();
-    let mut order: Vec<usize> = (0..n).collect();
-    order.sort_by_key(|&i| (weights[i], i));
-    let leaves: Vec<u64> = order.iter().map(|&i| weights[i]).collect();
-    // flags[j]: list of depth `limit - j`; true marks a package.
-    let mut flags: Vec<Vec<bool>> = vec![vec![false; n]];
-    let mut prev = leaves.clone();
-    for _ in 1..limit {
-        let mut cur = Vec::with_capacity(n + prev.len() / 2);
-        let mut f = Vec::with_capacity(n + prev.len() / 2);
-        let mut packages = prev.chunks_exact(2).map(|p| p[0] + p[1]).peekable();
-        let mut li = leaves.iter().peekable();
-        loop {
-            match (li.peek(), packages.peek()) {
-                (Some(&&l), Some(&p)) if l <= p => {
-                    cur.push(l);
-                    f.push(false);
-                    li.next();
+    PackageMerge::new(weights, limit).lengths(limit)
+}
+
+/// Package-merge's lists for optimal length-limited codes, for every limit up to
+/// the one they were built for.
+///
+/// For a limit `L`, list `d` (for depth `d`, from `L` up to 1) merges the leaves with
+/// the pairs of list `d + 1`; the first `2S - 2` items of list 1 are chosen, and a
+/// chosen package chooses its two items in the list below. Leaves come in weight
+/// order in every list, so the chosen leaves of a list are a prefix, and a leaf's
+/// length is the number of lists whose chosen prefix holds it. The `j`-th list
+/// built (the leaves alone, then each merged with the pairs of the one before)
+/// does not depend on `L`: limit `L` uses the first `L` of them, so one build
+/// serves every limit (a Huffman trial tries several).
+pub(super) struct PackageMerge {
+    /// Leaf positions in weight order (ties by position).
+    order: Vec<usize>,
+    /// `flags[j]`: the `j`-th list built, `true` marking a package.
+    flags: Vec<Vec<bool>>,
+}
+
+impl PackageMerge {
+    /// The lists for `weights` (at least two, all positive) up to limit `max_limit`.
+    pub(super) fn new(weights: &[u64], max_limit: u32) -> Self {
+        let n = weights.len();
+        let mut order: Vec<usize> = (0..n).collect();
+        order.sort_by_key(|&i| (weights[i], i));
+        let leaves: Vec<u64> = order.iter().map(|&i| weights[i]).collect();
+        let mut flags: Vec<Vec<bool>> = vec![vec![false; n]];
+        let mut prev = leaves.clone();
+        for _ in 1..max_limit {
+            let mut cur = Vec::with_capacity(n + prev.len() / 2);
+            let mut f = Vec::with_capacity(n + prev.len() / 2);
+            let mut packages = prev.chunks_exact(2).map(|p| p[0] + p[1]).peekable();
+            let mut li = leaves.iter().peekable();
+            loop {
+                match (li.peek(), packages.peek()) {
+                    (Some(&&l), Some(&p)) if l <= p => {
+                        cur.push(l);
+                        f.push(false);
+                        li.next();
+                    }
+                    (_, Some(&p)) => {
+                        cur.push(p);
+                        f.push(true);
+                        packages.next();
+                    }
+                    (Some(&&l), None) => {
+                        cur.push(l);
+                        f.push(false);
+                        li.next();
+                    }
+                    (None, None) => break,
                 }
-                (_, Some(&p)) => {
-                    cur.push(p);
-                    f.push(true);
-                    packages.next();
-                }
-                (Some(&&l), None) => {
-                    cur.push(l);
-                    f.push(false);
-                    li.next();
-                }
-                (None, None) => break,
             }
+            flags.push(f);
+            prev = cur;
         }
-        flags.push(f);
-        prev = cur;
+        PackageMerge { order, flags }
     }
-    let mut lens = vec![0u8; n];
-    let mut take = 2 * n - 2;
-    for f in flags.iter().rev() {
-        let chosen = &f[..take.min(f.len())];
-        let leaves_taken = chosen.iter().filter(|&&p| !p).count();
-        for &i in &order[..leaves_taken] {
-            lens[i] += 1;
+
+    /// The optimal lengths of at most `limit` bits (`limit` at most the one the
+    /// lists were built for, and `2^limit >= weights.len()`).
+    pub(super) fn lengths(&self, limit: u32) -> Vec<u8> {
+        let n = self.order.len();
+        let mut lens = vec![0u8; n];
+        let mut take = 2 * n - 2;
+        for f in self.flags[..limit as usize].iter().rev() {
+            let chosen = &f[..take.min(f.len())];
+            let leaves_taken = chosen.iter().filter(|&&p| !p).count();
+            for &i in &self.order[..leaves_taken] {
+                lens[i] += 1;
+            }
+            take = 2 * (chosen.len() - leaves_taken);
         }
-        take = 2 * (chosen.len() - leaves_taken);
+        lens
     }
-    lens
 }
 
 #[cfg(test)]
@@ -683,6 +710,39 @@ mod tests {
         let lens = limited_lengths(&w, 16);
         let cost: u64 = w.iter().zip(&lens).map(|(&w, &l)| w * u64::from(l)).sum();
         assert_eq!(cost, 224);
+    }
+
+    /// Lists built once for limit 16 give, at every smaller limit, the lengths of
+    /// lists built for that limit alone (what `choose_lengths` relies on), on
+    /// Fibonacci weights (deep codes, so the limits bind), skewed and flat
+    /// counts, with ties.
+    #[test]
+    fn one_package_merge_serves_every_limit() {
+        let mut rng = super::super::tables::testing::Rng(99);
+        let mut fib = std::vec![1u64, 1];
+        while fib.len() < 40 {
+            let k = fib.len();
+            fib.push(fib[k - 1] + fib[k - 2]);
+        }
+        let skewed: Vec<u64> = (0..700).map(|i| 1 + (rng.next() % 1000) / (i + 1)).collect();
+        let flat: Vec<u64> = (0..3000).map(|_| 50 + rng.next() % 4).collect();
+        let mut bound = 0;
+        for w in [&fib, &skewed, &flat] {
+            let all = PackageMerge::new(w, MAX_CODE_LEN);
+            let unlimited = all.lengths(MAX_CODE_LEN);
+            for limit in ceil_log2(w.len() as u64).max(1)..=MAX_CODE_LEN {
+                let lens = all.lengths(limit);
+                assert_eq!(
+                    lens,
+                    PackageMerge::new(w, limit).lengths(limit),
+                    "limit {limit}, {} weights",
+                    w.len()
+                );
+                bound += usize::from(lens != unlimited);
+            }
+        }
+        // Some limits bind (their lengths differ from the 16-bit ones).
+        assert!(bound > 5, "{bound}");
     }
 
     #[test]
