@@ -91,21 +91,27 @@ pub fn encode8<W: Word>(symbols: &[W], width: u8) -> Option<Vec<u8>> {
 /// and each bit stream's length is its codes' total length, rounded up to a
 /// byte. `None` where the encoder would return `None` (or for another lane count).
 pub fn encoded_len<W: Word>(symbols: &[W], width: u8, lanes: usize) -> Option<usize> {
+    encoded_len_counted(symbols, width, lanes, &census(symbols, width)?)
+}
+
+/// [`encoded_len`] given the symbols' census (`tables::census` of the same
+/// symbols and width).
+pub(super) fn encoded_len_counted<W: Word>(symbols: &[W], width: u8, lanes: usize, census: &Census) -> Option<usize> {
     match lanes {
-        LANES => encoded_len_lanes::<W, LANES>(symbols, width),
-        LANES8 => encoded_len_lanes::<W, LANES8>(symbols, width),
+        LANES => Some(encoded_len_lanes::<W, LANES>(symbols, width, census)),
+        LANES8 => Some(encoded_len_lanes::<W, LANES8>(symbols, width, census)),
         _ => None,
     }
 }
 
-fn encoded_len_lanes<W: Word, const L: usize>(symbols: &[W], width: u8) -> Option<usize> {
-    let (syms, cs) = match census(symbols, width)? {
-        Census::Payload(p) => return Some(p.len()),
+fn encoded_len_lanes<W: Word, const L: usize>(symbols: &[W], width: u8, census: &Census) -> usize {
+    let (syms, cs) = match census {
+        Census::Payload(p) => return p.len(),
         Census::Symbols(syms, cs) => (syms, cs),
     };
     let mut w = BitWriter::default();
-    write_symbol_set(&mut w, &syms);
-    let lens = choose_lengths(&cs);
+    write_symbol_set(&mut w, syms);
+    let lens = choose_lengths(cs);
     write_lengths(&mut w, &lens);
     let mut len_of = vec![0u8; 1usize << width];
     for (&s, &l) in syms.iter().zip(&lens) {
@@ -123,7 +129,7 @@ fn encoded_len_lanes<W: Word, const L: usize>(symbols: &[W], width: u8) -> Optio
     }
     let streams = bits.map(|b| b.div_ceil(8) as usize);
     let sizes: usize = streams[..L - 1].iter().map(|&b| varint_len(b as u64)).sum();
-    Some(w.finish().len() + sizes + streams.iter().sum::<usize>())
+    w.finish().len() + sizes + streams.iter().sum::<usize>()
 }
 
 /// Decodes `out.len()` symbols of `width` bits from a payload made by [`encode`].

@@ -99,31 +99,36 @@ impl Plan {
     /// Counts `symbols` and estimates the payload at each scale. `None` where
     /// [`encode`] gives `None`.
     pub fn new<W: Word>(symbols: &[W], width: u8) -> Option<Plan> {
-        let (syms, cs) = match census(symbols, width)? {
+        Some(Plan::counted(&census(symbols, width)?, symbols.len()))
+    }
+
+    /// [`Plan::new`] given the census of the `len` symbols (`tables::census`).
+    pub(super) fn counted(census: &Census, len: usize) -> Plan {
+        let (syms, cs) = match census {
             Census::Payload(p) => {
-                return Some(Plan {
-                    payload: Some(p),
+                return Plan {
+                    payload: Some(p.clone()),
                     syms: Vec::new(),
                     cands: Vec::new(),
-                })
+                }
             }
-            Census::Symbols(syms, cs) => (syms, cs),
+            Census::Symbols(syms, cs) => (syms.clone(), cs),
         };
-        let n = symbols.len() as u64;
+        let n = len as u64;
         let lo = ceil_log2(syms.len() as u64).max(1);
         let hi = if lo <= PREFERRED_MAX_SCALE {
             PREFERRED_MAX_SCALE
         } else {
             MAX_SCALE
         };
-        let lanes = LANES.min(symbols.len());
+        let lanes = LANES.min(len);
         let mut cands: Vec<(f64, u32, Vec<u32>)> = Vec::new();
         // The table's symbol set is the same at every scale; its frequencies' bits
         // are counted, and the logarithms shared across the scales.
         let set_bits = symbol_set_bits(&syms);
         let mut ln_inv = LnInv::default();
         for scale in lo..=hi {
-            let freqs = normalize_with(&cs, n, scale, &mut ln_inv);
+            let freqs = normalize_with(cs, n, scale, &mut ln_inv);
             let table_bits = set_bits + table_freq_bits(syms.len(), &freqs, scale);
             let data_bits: f64 = cs
                 .iter()
@@ -143,11 +148,11 @@ impl Plan {
         let close = cands[0].0 * 1.0005 + 32.0;
         cands.truncate(2);
         cands.retain(|c| c.0 <= close);
-        Some(Plan {
+        Plan {
             payload: None,
             syms,
             cands,
-        })
+        }
     }
 
     /// The payload's length in bytes as estimated from the symbol counts: within
