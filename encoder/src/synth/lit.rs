@@ -258,7 +258,7 @@ fn pick(sizes: &[(LitEncoding, usize)], slack_ppm: u64) -> Option<LitEncoding> {
 /// the slack. The margin covers the estimate's error (rANS's: within a few bytes
 /// and 0.01%, [`wire::rans::Plan::estimated_len`]) ten times over, so a literal
 /// this rules out is one `pick` would not have kept: the archives are the same as
-/// with every trial coded (checked on the corpus, see `ESTIMATE_MARGIN`).
+/// with every trial coded (every corpus file, `bench/same-archives.sh`).
 fn could_be_picked(estimate: usize, faster: usize, slack_ppm: u64) -> bool {
     let slack = slack_ppm.min(1_000_000) as f64 / 1e6;
     (estimate as f64) < faster as f64 * (1.0 - slack) * (1.0 + ESTIMATE_MARGIN) + ESTIMATE_MARGIN_BYTES
@@ -326,8 +326,7 @@ pub fn pick_lit_below(s: &Stream, policy: &LitPolicy, bound: usize) -> PickedLit
         built.push(node);
     };
     // Huffman's size is exact from its code lengths: its payload is only
-    // built if it is picked.
-    // Huffman's size and rANS's plan come from one count of the symbols.
+    // built if it is picked. It and rANS's plan come from one count of the symbols.
     let counts = wire::count_symbols(s);
     let huffman_len = |encoding| counts.as_ref().and_then(|c| wire::huffman_len_counted(encoding, s, c));
     if let Some(len) = huffman_len(LitEncoding::Huffman) {

@@ -83,8 +83,8 @@ pub fn encode<W: Word>(symbols: &[W], width: u8) -> Option<Vec<u8>> {
 /// quantized at each scale and each scale's payload size estimated. A caller
 /// that only needs rANS where it beats another encoding reads
 /// [`Plan::estimated_len`] first and codes the words ([`Plan::encode`]) only where
-/// that can win: coding is most of the encoder's time, and an encoder search
-/// tries rANS on every leaf stream.
+/// that can win: an encoder search tries rANS on every leaf stream, and coding
+/// them all was a third of a BF16 compression's time.
 pub struct Plan {
     /// The whole payload where the stream is empty or holds one symbol.
     payload: Option<Vec<u8>>,
