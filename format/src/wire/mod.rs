@@ -324,9 +324,10 @@ mod tests {
     use std::vec::Vec;
 
     /// One count of the symbols serves Huffman's size and rANS's plan: the
-    /// counted functions give the coded payloads' lengths (Huffman), and the
-    /// uncounted plan's estimate and payload (rANS), on empty, one-symbol, skewed
-    /// and flat streams of bytes and 16-bit words; wider streams have no counts.
+    /// counted functions give the coded payloads' lengths (Huffman) and the coded
+    /// payload (rANS), on empty, one-symbol, skewed and flat streams of bytes and
+    /// 16-bit words; wider streams have no counts. (The plan's estimate is held
+    /// to its payload by `rans::tests::plans_estimate_their_payloads_closely`.)
     #[test]
     fn counted_trials_are_the_uncounted_ones() {
         let mut rng = Rng(31);
@@ -346,8 +347,6 @@ mod tests {
                         assert_eq!(huffman_len_counted(enc, &s, &counts), coded, "{enc:?} w{width} n{n}");
                     }
                     let counted = rans_plan_counted(&s, &counts).unwrap();
-                    let plain = rans_plan(&s).unwrap();
-                    assert_eq!(counted.estimated_len().to_bits(), plain.estimated_len().to_bits());
                     assert_eq!(rans_encode(counted, &s), encode(LitEncoding::Rans, &s).unwrap());
                 }
             }
