@@ -13,8 +13,9 @@
 #    Fat LTO, one codegen unit, and opt-level "s" for the archive/stream/binding
 #    crate and the zstd decoder (not for brevis-format's coders, where the time
 #    goes) keep the gzipped module under the 100 KiB budget: -2.1 KB for -2%
-#    BF16 decode speed in Node; BLAKE3's SIMD code at "s" is 0.5 KB smaller
-#    and no slower in Node than at level 3;
+#    BF16 decode speed in Node; BLAKE3 at "s" was 0.5 KB smaller and no
+#    slower in Node than at level 3; xxhash-rust at "s" is 2 KB smaller
+#    (its streaming XXH3-128 is inlined code);
 # 3. wasm-opt -O3 shrinks and speeds the module;
 # 4. npm pack writes the tarball the tests install.
 #
@@ -56,7 +57,8 @@ CARGO_TARGET_DIR="$ROOT/target/wasm" RUSTFLAGS="-C target-feature=+simd128" \
   --out-dir "$ROOT/$PKG/wasm" --out-name brevis_decoder -- --features wasm \
   --config 'profile.release.package.brevis-decoder.opt-level="s"' \
   --config 'profile.release.package.ruzstd.opt-level="s"' \
-  --config 'profile.release.package.blake3.opt-level="s"'
+  --config 'profile.release.package.blake3.opt-level="s"' \
+  --config 'profile.release.package.xxhash-rust.opt-level="s"'
 rm -f "$PKG/wasm/.gitignore"
 
 WASM="$PKG/wasm/brevis_decoder_bg.wasm"

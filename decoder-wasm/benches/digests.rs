@@ -28,7 +28,7 @@ fn digests(c: &mut Criterion) {
     let mut g = c.benchmark_group("digest");
     g.throughput(Throughput::Bytes(LEN as u64));
     g.sample_size(20);
-    for kind in [DigestKind::Sha256, DigestKind::Blake3] {
+    for kind in DigestKind::ALL {
         g.bench_function(BenchmarkId::from_parameter(kind.name()), |b| {
             b.iter(|| {
                 let mut d = Digester::new(kind);

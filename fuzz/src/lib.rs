@@ -123,9 +123,11 @@ pub fn normalize(data: &[u8]) -> Vec<u8> {
     if data.starts_with(&MAGIC) && data.get(10) == Some(&KEEP_INDEX) {
         frame_as_is(&records)
     } else {
-        // Bit 0 of the input's flags picks the digest, so inputs reach BLAKE3 archives too.
-        let digest = match data.get(10) {
-            Some(f) if f & 1 == 1 => DigestKind::Blake3,
+        // Bits 0 and 1 of the input's flags pick the digest, so inputs reach BLAKE3
+        // and XXH3-128 archives too.
+        let digest = match data.get(10).map(|f| f & 3) {
+            Some(1) => DigestKind::Blake3,
+            Some(2) => DigestKind::Xxh3,
             _ => DigestKind::Sha256,
         };
         build_archive_with(&records, digest)

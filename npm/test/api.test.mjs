@@ -192,42 +192,47 @@ test('a --fast-decode archive (split Huffman literals of FP32 words) decodes thr
   archive.close();
 });
 
-test('an archive with BLAKE3 digests: every API checks them and says which hash it is', async () => {
-  const brv = fixture('multi-blake3.brv');
-  const expected = EXPECTED['multi.brv'];
-  const files = await decodeArchive(brv);
-  assert.deepEqual(hashesOf(files), expected);
-  const digests = {};
-  for (const f of files) {
-    assert.equal(f.digestAlgorithm, 'blake3');
-    assert.equal(f.sha256, null);
-    assert.match(f.digest, /^[0-9a-f]{64}$/);
-    digests[f.path] = f.digest;
-  }
-  const sha = await decodeArchive(fixture('multi.brv'));
-  for (const f of sha) {
-    assert.equal(f.digestAlgorithm, 'sha256');
-    assert.equal(f.digest, f.sha256);
-    assert.notEqual(f.digest, digests[f.path]);
-  }
-  const dec = new BrevisDecoder();
-  const ends = dec.push(brv).filter((e) => e.type === 'fileEnd');
-  dec.end();
-  assert.deepEqual(Object.fromEntries(ends.map((e) => [e.path, e.digest])), digests);
-  assert.ok(ends.every((e) => e.digestAlgorithm === 'blake3' && e.sha256 === null));
-  const archive = await BrevisArchive.open(brv);
-  for (const f of archive.files) {
-    assert.equal(f.digest, digests[f.path]);
-    assert.equal(f.digestAlgorithm, 'blake3');
-    const bytes = new Uint8Array(await archive.response(f.path).arrayBuffer());
-    assert.equal(sha256(bytes), expected[f.path]);
-  }
-  archive.close();
-  // The header has no checksum: under a SHA-256 header the same records fail their digest.
-  const flipped = brv.slice();
-  flipped[10] = 0;
-  await assert.rejects(decodeArchive(flipped), (e) => assertBrevisError(e, ['corrupt']) && /SHA-256/.test(e.message));
-});
+for (const [name, algorithm, hexDigits] of [
+  ['multi-blake3.brv', 'blake3', 64],
+  ['multi-xxh3.brv', 'xxh3-128', 32],
+]) {
+  test(`an archive with ${algorithm} digests: every API checks them and says which hash it is`, async () => {
+    const brv = fixture(name);
+    const expected = EXPECTED['multi.brv'];
+    const files = await decodeArchive(brv);
+    assert.deepEqual(hashesOf(files), expected);
+    const digests = {};
+    for (const f of files) {
+      assert.equal(f.digestAlgorithm, algorithm);
+      assert.equal(f.sha256, null);
+      assert.match(f.digest, new RegExp(`^[0-9a-f]{${hexDigits}}$`));
+      digests[f.path] = f.digest;
+    }
+    const sha = await decodeArchive(fixture('multi.brv'));
+    for (const f of sha) {
+      assert.equal(f.digestAlgorithm, 'sha256');
+      assert.equal(f.digest, f.sha256);
+      assert.notEqual(f.digest, digests[f.path]);
+    }
+    const dec = new BrevisDecoder();
+    const ends = dec.push(brv).filter((e) => e.type === 'fileEnd');
+    dec.end();
+    assert.deepEqual(Object.fromEntries(ends.map((e) => [e.path, e.digest])), digests);
+    assert.ok(ends.every((e) => e.digestAlgorithm === algorithm && e.sha256 === null));
+    const archive = await BrevisArchive.open(brv);
+    for (const f of archive.files) {
+      assert.equal(f.digest, digests[f.path]);
+      assert.equal(f.digestAlgorithm, algorithm);
+      const bytes = new Uint8Array(await archive.response(f.path).arrayBuffer());
+      assert.equal(sha256(bytes), expected[f.path]);
+    }
+    archive.close();
+    // The header has no checksum: under a SHA-256 header the same records fail their digest.
+    const flipped = brv.slice();
+    flipped[10] = 0;
+    await assert.rejects(decodeArchive(flipped), (e) => assertBrevisError(e, ['corrupt']) && /SHA-256/.test(e.message));
+  });
+}
 
 test('BrevisArchive lists files with sizes and serves Responses with content-length', async () => {
   const archive = await BrevisArchive.open(fixture('minilm-folder.brv'));

@@ -86,8 +86,9 @@ compress "$FX/silero.brv" "$FX/silero_vad_16k.safetensors"
 compress "$FX/minilm-int8.brv" "$MODEL/onnx/model_quantized.onnx"
 compress "$FX/minilm-folder.brv" "$MODEL"
 compress "$FX/multi.brv" "$MULTI"
-# The same with BLAKE3 file digests (header flag) instead of SHA-256.
+# The same with BLAKE3 and XXH3-128 file digests (header flags) instead of SHA-256.
 compress "$FX/multi-blake3.brv" "$MULTI" --digest blake3
+compress "$FX/multi-xxh3.brv" "$MULTI" --digest xxh3-128
 # Favouring decode speed: split Huffman literals of whole FP32 words (hsplit).
 compress "$FX/silero-fast.brv" "$FX/silero_vad_16k.safetensors" --fast-decode
 # The streaming-memory test needs the three copies stored three times; with

@@ -198,26 +198,41 @@ fn bless_archive_using(name: &str, inputs: &[(String, Vec<u8>)], search: &dyn Sy
 #[test]
 #[ignore = "rewrites tests/golden/v1-blake3.*; run by hand only if that archive must change"]
 fn bless_blake3() {
-    let options = CompressOptions {
-        digest: DigestKind::Blake3,
-        ..CompressOptions::default()
-    };
-    bless_archive_with("v1-blake3", &v1_inputs(), &options);
+    bless_digest("v1-blake3", DigestKind::Blake3);
 }
 
-/// `v1-blake3.brv` says BLAKE3 in its header, and its FILE records hold the
-/// BLAKE3 of the files (`golden_archives_still_decode` checks their bytes).
+/// Writes `v1-xxh3.brv` only: the inputs of `v1-mixed.brv` with XXH3-128 file
+/// digests (header flag bit 1).
 #[test]
-fn golden_blake3_archive_has_blake3_digests() {
-    let archive = fs::read(golden_dir().join("v1-blake3.brv")).unwrap();
-    assert_eq!(archive[10..12], [1, 0]);
-    let a = Archive::open(&archive, DecodeLimits::default()).unwrap();
-    let inputs = v1_inputs();
-    assert_eq!(a.files().len(), inputs.len());
-    for (f, (path, data)) in a.files().iter().zip(&inputs) {
-        assert_eq!(&f.path, path);
-        assert_eq!(f.digest_kind, DigestKind::Blake3);
-        assert_eq!(f.digest, digest(DigestKind::Blake3, data), "{path}");
+#[ignore = "rewrites tests/golden/v1-xxh3.*; run by hand only if that archive must change"]
+fn bless_xxh3() {
+    bless_digest("v1-xxh3", DigestKind::Xxh3);
+}
+
+fn bless_digest(name: &str, digest: DigestKind) {
+    let options = CompressOptions {
+        digest,
+        ..CompressOptions::default()
+    };
+    bless_archive_with(name, &v1_inputs(), &options);
+}
+
+/// `v1-blake3.brv` and `v1-xxh3.brv` say their hash in their headers, and their
+/// FILE records hold that hash of the files (`golden_archives_still_decode`
+/// checks their bytes).
+#[test]
+fn golden_digest_archives_have_their_digests() {
+    for (name, kind, flags) in [("v1-blake3", DigestKind::Blake3, 1), ("v1-xxh3", DigestKind::Xxh3, 2)] {
+        let archive = fs::read(golden_dir().join(format!("{name}.brv"))).unwrap();
+        assert_eq!(archive[10..12], [flags, 0], "{name}");
+        let a = Archive::open(&archive, DecodeLimits::default()).unwrap();
+        let inputs = v1_inputs();
+        assert_eq!(a.files().len(), inputs.len());
+        for (f, (path, data)) in a.files().iter().zip(&inputs) {
+            assert_eq!(&f.path, path);
+            assert_eq!(f.digest_kind, kind);
+            assert_eq!(f.digest, digest(kind, data), "{name}: {path}");
+        }
     }
 }
 

@@ -147,50 +147,58 @@ fn streaming_decode_at_any_piece_size_gives_the_same_bytes() {
     }
 }
 
-/// An archive written with BLAKE3 digests says so in its header, and every reader
-/// (streaming, random access, whole archive) checks BLAKE3 digests; the header has
-/// no checksum, so flipping its flag must fail on the digest.
+/// An archive written with BLAKE3 or XXH3-128 digests says so in its header, and
+/// every reader (streaming, random access, whole archive) checks that hash; the
+/// header has no checksum, so flipping its flags must fail on the digest.
 #[test]
-fn blake3_archives_check_blake3_digests() {
+fn blake3_and_xxh3_archives_check_their_digests() {
     let data = bundled();
-    let options = CompressOptions {
-        digest: DigestKind::Blake3,
-        ..CompressOptions::default()
-    };
-    let (archive, _) = compress_with(&[("a.safetensors", data)], &options);
-    let want = digest(DigestKind::Blake3, data);
-    assert_ne!(want, digest(DigestKind::Sha256, data));
-    assert_eq!(archive[10..12], [1, 0], "header flags");
+    let sha256_archive = compress(&[("a.safetensors", data)]).0;
+    for (kind, flags) in [(DigestKind::Blake3, 1u8), (DigestKind::Xxh3, 2)] {
+        let options = CompressOptions {
+            digest: kind,
+            ..CompressOptions::default()
+        };
+        let (archive, _) = compress_with(&[("a.safetensors", data)], &options);
+        let want = digest(kind, data);
+        assert_ne!(want, digest(DigestKind::Sha256, data));
+        assert_eq!(archive[10..12], [flags, 0], "header flags");
 
-    let files = decode_all(&archive, &DecodeLimits::default()).unwrap();
-    assert!(files[0].data == data);
-    assert_eq!((files[0].digest, files[0].digest_kind), (want, DigestKind::Blake3));
+        let files = decode_all(&archive, &DecodeLimits::default()).unwrap();
+        assert!(files[0].data == data);
+        assert_eq!((files[0].digest, files[0].digest_kind), (want, kind));
 
-    let a = Archive::open(&archive, DecodeLimits::default()).unwrap();
-    let f = &a.files()[0];
-    assert_eq!((f.digest, f.digest_kind), (want, DigestKind::Blake3));
-    assert!(a.read_file(f).unwrap() == data);
+        let a = Archive::open(&archive, DecodeLimits::default()).unwrap();
+        let f = &a.files()[0];
+        assert_eq!((f.digest, f.digest_kind), (want, kind));
+        assert!(a.read_file(f).unwrap() == data);
 
-    let mut dec = StreamDecoder::new(DecodeLimits::default());
-    dec.push(&archive);
-    let mut ends = 0;
-    while let Some(ev) = dec.next_event().unwrap() {
-        if let Event::FileEnd { digest, kind, .. } = ev {
-            assert_eq!((digest, kind), (want, DigestKind::Blake3));
-            ends += 1;
+        let mut dec = StreamDecoder::new(DecodeLimits::default());
+        dec.push(&archive);
+        let mut ends = 0;
+        while let Some(ev) = dec.next_event().unwrap() {
+            if let Event::FileEnd { digest, kind: k, .. } = ev {
+                assert_eq!((digest, k), (want, kind));
+                ends += 1;
+            }
         }
-    }
-    dec.finish().unwrap();
-    assert_eq!(ends, 1);
+        dec.finish().unwrap();
+        assert_eq!(ends, 1);
 
-    // The same records under a SHA-256 header (and the reverse) fail on the digest.
-    for (bytes, flags) in [(archive.clone(), 0u8), (compress(&[("a.safetensors", data)]).0, 1)] {
-        let mut flipped = bytes;
-        flipped[10] = flags;
-        let e = decode_all(&flipped, &DecodeLimits::default()).unwrap_err();
-        assert!(e.to_string().contains("file"), "{e}");
-        let a = Archive::open(&flipped, DecodeLimits::default()).unwrap();
-        assert!(a.read_file(&a.files()[0]).is_err());
+        // The same records under another kind's header (and the reverse) fail on
+        // the digest.
+        let others = [0u8, 1, 2].into_iter().filter(|&f| f != flags);
+        let cases = others
+            .map(|f| (archive.clone(), f))
+            .chain([(sha256_archive.clone(), flags)]);
+        for (bytes, f) in cases {
+            let mut flipped = bytes;
+            flipped[10] = f;
+            let e = decode_all(&flipped, &DecodeLimits::default()).unwrap_err();
+            assert!(e.to_string().contains("file"), "{kind:?} as flags {f}: {e}");
+            let a = Archive::open(&flipped, DecodeLimits::default()).unwrap();
+            assert!(a.read_file(&a.files()[0]).is_err());
+        }
     }
 }
 

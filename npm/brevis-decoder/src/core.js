@@ -201,7 +201,7 @@ function asBytes(chunk) {
  *   `{ type: 'data', path, name, offset, bytes }` per decoded chunk, then
  *   `{ type: 'segmentEnd', path, name }`
  * - `{ type: 'fileEnd', path, size, digest, digestAlgorithm, sha256 }` the file is rebuilt and its
- *   digest (hex; `digestAlgorithm` `'sha256'` or `'blake3'`, as the archive says) matched; `sha256`
+ *   digest (hex; `digestAlgorithm` `'sha256'`, `'blake3'` or `'xxh3-128'`, as the archive says) matched; `sha256`
  *   is the digest when it is a SHA-256, else `null`
  * - `{ type: 'end' }` the archive is complete and verified
  *

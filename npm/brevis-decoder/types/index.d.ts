@@ -71,7 +71,7 @@ export function typedArrayFor(dtype: DType | string, bytes: Uint8Array): TensorD
 export interface DecodedFile {
   path: string;
   size: number;
-  /** Hex digest, verified: SHA-256 or BLAKE3, as `digestAlgorithm` says (the archive's choice). */
+  /** Hex digest, verified: SHA-256, BLAKE3 or XXH3-128 (32 hex digits), as `digestAlgorithm` says (the archive's choice). */
   digest: string;
   digestAlgorithm: DigestAlgorithm;
   /** `digest` when it is a SHA-256 (what model hubs publish), else `null`. */
@@ -80,7 +80,7 @@ export interface DecodedFile {
 }
 
 /** Hash of an archive's file digests (`brevis compress --digest`). */
-export type DigestAlgorithm = 'sha256' | 'blake3';
+export type DigestAlgorithm = 'sha256' | 'blake3' | 'xxh3-128';
 
 /** Decodes every file of an archive, each verified by its digest. */
 export function decodeArchive(source: ArchiveSource, options?: DecodeOptions): Promise<DecodedFile[]>;

@@ -39,15 +39,16 @@ pub struct Args {
     no_ctx: bool,
     /// Favour decode speed over size: no context-coded literals (`Lit.ctx`,
     /// `Lit.nbr`), a slower-decoding literal encoding only where it is 3%
-    /// smaller, 1 MiB chunks instead of 4 MiB, and BLAKE3 file digests unless
+    /// smaller, 1 MiB chunks instead of 4 MiB, and XXH3-128 file digests unless
     /// `--digest` says otherwise (what it costs and buys per file:
     /// `bench/decode.sh`, in `bench/RESULTS.md`).
     #[arg(long)]
     fast_decode: bool,
     /// The hash of each file's digest in the archive: `sha256` (what model hubs
-    /// publish, so the archive proves it rebuilds that file) or `blake3` (verified
-    /// several times faster: `cargo bench -p brevis-decoder --bench digests`).
-    /// Default: `sha256`, or `blake3` with `--fast-decode`.
+    /// publish, so the archive proves it rebuilds that file), `blake3` (verified
+    /// several times faster) or `xxh3-128` (faster again, and as sure to catch
+    /// damage, but not a cryptographic hash): `cargo bench -p brevis-decoder
+    /// --bench digests`. Default: `sha256`, or `xxh3-128` with `--fast-decode`.
     #[arg(long, value_enum)]
     digest: Option<DigestArg>,
     /// Write a JSON report of the search: per tensor its programs, bytes,
@@ -73,6 +74,9 @@ pub enum DigestArg {
     Sha256,
     /// BLAKE3.
     Blake3,
+    /// XXH3-128 (not cryptographic).
+    #[value(name = "xxh3-128", alias = "xxh3")]
+    Xxh3,
 }
 
 /// Which synthesizer `--search` names.
@@ -153,7 +157,8 @@ pub fn run(args: Args, quiet: bool) -> Result<()> {
     let started = std::time::Instant::now();
     let digest = match (args.digest, args.fast_decode) {
         (Some(DigestArg::Sha256), _) | (None, false) => DigestKind::Sha256,
-        (Some(DigestArg::Blake3), _) | (None, true) => DigestKind::Blake3,
+        (Some(DigestArg::Blake3), _) => DigestKind::Blake3,
+        (Some(DigestArg::Xxh3), _) | (None, true) => DigestKind::Xxh3,
     };
     let opts = CompressOptions {
         dedup: !args.no_dedup,

@@ -118,7 +118,7 @@ impl FileDigest {
     fn new(kind: DigestKind, size: u64) -> Self {
         match kind {
             DigestKind::Blake3 => FileDigest::Tree(Blake3Tree::new(size)),
-            DigestKind::Sha256 => FileDigest::Plain(Digester::new(kind)),
+            DigestKind::Sha256 | DigestKind::Xxh3 => FileDigest::Plain(Digester::new(kind)),
         }
     }
 

@@ -43,7 +43,10 @@ fn print(args: Args) -> Result<()> {
     let mut by_dtype: BTreeMap<String, (u64, u64, u64)> = BTreeMap::new();
     for file in archive.files() {
         writeln!(out, "{} ({})", file.path, human(file.size))?;
-        let digest: String = file.digest.iter().map(|b| format!("{b:02x}")).collect();
+        let digest: String = file.digest[..file.digest_kind.output_len()]
+            .iter()
+            .map(|b| format!("{b:02x}"))
+            .collect();
         writeln!(out, "  {} {digest}", file.digest_kind.name())?;
         writeln!(
             out,
