@@ -16,7 +16,7 @@ the brevis runs of one file take turns round by round, so the 2-thread ÷ 1-thre
 compares runs made at the same time):
 
 - ``brevis verify ARCHIVE --threads N``: decodes every chunk, checks every chunk
-  checksum and the file's digest (SHA-256, BLAKE3 for ``--fast-decode``), writes nothing (N = 1 and 2);
+  checksum and the file's digest (SHA-256, XXH3-128 for ``--fast-decode``), writes nothing (N = 1 and 2);
 - ``zstd -d -c FILE.zst > /dev/null`` for the -3 and -19 frames (zstd checks its own
   content checksum); zstd decompression is single threaded;
 - ZipNN 0.5.4 ``decompress()`` of the whole file compressed as one stream of the
@@ -261,7 +261,7 @@ def render(results: dict) -> str:
         "",
         "The speed/size knob: the same files compressed with `brevis compress --fast-decode` (no",
         "context-coded literals; split Huffman literals, `Lit.hsplit`, for float words and fields; a",
-        "slower-decoding literal encoding only where it is 3% smaller; 1 MiB chunks; BLAKE3 file digests instead of",
+        "slower-decoding literal encoding only where it is 3% smaller; 1 MiB chunks; XXH3-128 file digests instead of",
         "SHA-256), decoded the same way (`brevis verify`, best of the same runs).",
         "",
         "| file | default archive B | `--fast-decode` archive B | size | fast 1 thread | fast ÷ default 1 thread |"

@@ -145,7 +145,7 @@ console.log(`Decode throughput, MB/s of original bytes (best of ${REPEAT}), Node
 console.log(lines.join('\n'));
 const fastLines = [
   '',
-  'The same files compressed with `brevis compress --fast-decode` (no context-coded literals, BLAKE3 file digests):',
+  'The same files compressed with `brevis compress --fast-decode` (no context-coded literals, XXH3-128 file digests):',
   '',
   '| file | default archive B | fast archive B | size | fast native 1T | fast wasm raw | fast wasm raw / native 1T | fast wasm raw / default wasm raw | fast wasm raw / zstddec |',
   '|---|---:|---:|---:|---:|---:|---:|---:|---:|',
