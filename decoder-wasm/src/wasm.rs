@@ -222,7 +222,7 @@ impl StreamHandle {
         }
     }
 
-    /// The digest's hash, `sha256` or `blake3` (file end).
+    /// The digest's hash, `sha256`, `blake3` or `xxh3-128` (file end).
     #[wasm_bindgen(js_name = digestAlgorithm)]
     pub fn digest_algorithm(&self) -> Option<String> {
         match &self.event {
