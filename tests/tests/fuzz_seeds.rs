@@ -240,6 +240,7 @@ fn seed_archives() -> Vec<(&'static str, Vec<u8>)> {
         ("silero-cut-small-chunks.brv", compress_with(&silero, 512)),
         ("mixed.brv", compress_with(&mixed, 4 << 20)),
         ("mixed-blake3.brv", compress_digest(&mixed, 4 << 20, DigestKind::Blake3)),
+        ("mixed-xxh3.brv", compress_digest(&mixed, 4 << 20, DigestKind::Xxh3)),
         ("handmade-every-operator.brv", handmade_archive()),
         ("mixed-small-chunks.brv", compress_with(&mixed[1..], 256)),
         ("one-empty-file.brv", compress_with(&mixed[3..], 4 << 20)),
