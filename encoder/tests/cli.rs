@@ -295,3 +295,45 @@ fn compress_report_and_inspect_usage() {
         assert!(text.contains(line), "{text}");
     }
 }
+
+/// `--digest` picks each file's hash and `--fast-decode` defaults to XXH3-128:
+/// the header says which, `inspect` prints that digest of the file (16 bytes for
+/// XXH3-128, 32 for the others), and every archive verifies and decompresses.
+#[test]
+fn digest_flags_pick_the_file_hash() {
+    use brevis_decoder::{digest, DigestKind};
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    fs::write(d.join("model.safetensors"), bundled()).unwrap();
+    let cases: [(&[&str], DigestKind, u8); 6] = [
+        (&[], DigestKind::Sha256, 0),
+        (&["--fast-decode"], DigestKind::Xxh3, 2),
+        (&["--fast-decode", "--digest", "sha256"], DigestKind::Sha256, 0),
+        (&["--digest", "blake3"], DigestKind::Blake3, 1),
+        (&["--digest", "xxh3-128"], DigestKind::Xxh3, 2),
+        (&["--digest", "xxh3"], DigestKind::Xxh3, 2),
+    ];
+    for (i, (flags, kind, header_flags)) in cases.into_iter().enumerate() {
+        let out = format!("m{i}.brv");
+        let mut args = vec!["compress", "model.safetensors", "-q", "--effort", "0", "-o", &out];
+        args.extend_from_slice(flags);
+        ok(&brevis(&args, d));
+        let archive = fs::read(d.join(&out)).unwrap();
+        assert_eq!(archive[10..12], [header_flags, 0], "{flags:?}");
+        let want: String = digest(kind, bundled())[..kind.output_len()]
+            .iter()
+            .map(|b| format!("{b:02x}"))
+            .collect();
+        let shown = brevis(&["inspect", &out], d);
+        ok(&shown);
+        let text = String::from_utf8_lossy(&shown.stdout);
+        assert!(
+            text.contains(&format!("  {} {want}\n", kind.name())),
+            "{flags:?}: {text}"
+        );
+        ok(&brevis(&["verify", "-q", &out], d));
+        let rebuilt = format!("out{i}");
+        ok(&brevis(&["decompress", &out, "-o", &rebuilt, "-q"], d));
+        assert_eq!(fs::read(d.join(rebuilt).join("model.safetensors")).unwrap(), bundled());
+    }
+}
