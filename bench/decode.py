@@ -12,8 +12,8 @@ Run it with the bench venv's Python so ZipNN is importable (``bench/decode.sh`` 
     BREVIS_BASELINE=/path/to/old/brevis bench/decode.sh   # add a column for an older build
 
 What is timed (wall clock, best of ``--runs`` after one warm-up, input in the page cache;
-the brevis runs of one file take turns round by round, so the 2-thread ÷ 1-thread ratio
-compares runs made at the same time):
+the decoders of one file (brevis, zstd, ZipNN) take turns round by round, so the ratios
+between them (brevis ÷ ZipNN, 2 threads ÷ 1) compare runs made at the same time):
 
 - ``brevis verify ARCHIVE --threads N``: decodes every chunk, checks every chunk
   checksum and the file's digest (SHA-256, XXH3-128 for ``--fast-decode``), writes nothing (N = 1 and 2);
@@ -116,7 +116,10 @@ def zipnn_dtype(path: Path) -> str:
     return "float32"
 
 
-def zipnn_decode_s(data: bytes, dtype: str, runs: int) -> tuple[float | None, str]:
+def zipnn_decoder(data: bytes, dtype: str):
+    """A call that decompresses ``data`` compressed by ZipNN as one stream of ``dtype``
+    (checked once against ``data``), and a note on what was compressed; the call is
+    ``None`` (the note says why) when ZipNN is missing or fails the round trip."""
     try:
         import zipnn  # noqa: PLC0415 - optional (bench/.venv)
     except ImportError as exc:
@@ -129,7 +132,7 @@ def zipnn_decode_s(data: bytes, dtype: str, runs: int) -> tuple[float | None, st
     out = d.decompress(comp)
     if memoryview(out) != memoryview(data[:n]):
         return None, "ZipNN round trip FAILED"
-    return best_of(lambda: d.decompress(comp), runs), f"{dtype}, {len(comp)} B (+{len(data) - n} B tail)"
+    return (lambda: d.decompress(comp)), f"{dtype}, {len(comp)} B (+{len(data) - n} B tail)"
 
 
 def measure(path: Path, brevis: str, baseline: str | None, runs: int, dtype: str | None) -> dict:
@@ -145,16 +148,20 @@ def measure(path: Path, brevis: str, baseline: str | None, runs: int, dtype: str
 
     fast = Path(f"{stem}.fast.brv")
     run([brevis, "compress", str(path), "-o", str(fast), "-f", "-q", "--fast-decode"])
-    secs.update(best_of_each({
+    zipnn, zipnn_note = zipnn_decoder(path.read_bytes(), dtype or zipnn_dtype(path))
+    measures = {
         f"{name}_{t}t": lambda a=archive, t=t: run(verify_argv(brevis, a, t))
         for name, archive in (("brevis", brv), ("fast", fast)) for t in (1, 2)
-    }, runs))
-    rss = {f"{t}t": peak_rss_mb(verify_argv(brevis, brv, t)) for t in (1, 2)}
-    if baseline:
-        secs["baseline_1t"] = best_of(lambda: run(verify_argv(baseline, brv, 1)), runs)
+    }
     for key, frame in (("zstd3", z3), ("zstd19", z19)):
-        secs[key] = best_of(lambda f=frame: run(["zstd", "-d", "-q", "-c", str(f)]), runs)
-    secs["zipnn"], zipnn_note = zipnn_decode_s(path.read_bytes(), dtype or zipnn_dtype(path), runs)
+        measures[key] = lambda f=frame: run(["zstd", "-d", "-q", "-c", str(f)])
+    if zipnn:
+        measures["zipnn"] = zipnn
+    if baseline:
+        measures["baseline_1t"] = lambda: run(verify_argv(baseline, brv, 1))
+    secs.update(best_of_each(measures, runs))
+    secs.setdefault("zipnn", None)
+    rss = {f"{t}t": peak_rss_mb(verify_argv(brevis, brv, t)) for t in (1, 2)}
     # The same decoders writing the rebuilt file.
     secs["brevis_1t_file"] = best_of(
         lambda: run([brevis, "decompress", str(brv), "-o", str(rebuilt), "-f", "-q", "--threads", "1"]), runs
@@ -238,8 +245,9 @@ def render(results: dict) -> str:
         "  data. brevis = `brevis verify --threads N` (decodes, checks chunk checksums and file digests, writes",
         "  nothing); zstd = `zstd -d -c > /dev/null`; ZipNN 0.5.4 = in-memory `decompress()`, `threads=1`, whole",
         "  file as one stream of its float dtype. The `→ file` columns write the rebuilt file. The machine is",
-        "  shared (other builds run at the same time): single runs vary by ±30%, hence best-of. The brevis",
-        "  runs of a file (1 and 2 threads, default and `--fast-decode` archives) take turns in each round.",
+        "  shared (other builds run at the same time): single runs vary by ±30%, hence best-of. The decoders",
+        "  of a file (brevis at 1 and 2 threads on the default and `--fast-decode` archives, zstd, ZipNN) take",
+        "  turns in each round, so a slow spell hits them alike.",
         "",
         head,
         "|" + " --- |" * 2 + " ---: |" * (cols - 2),
