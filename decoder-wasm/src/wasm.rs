@@ -217,7 +217,7 @@ impl StreamHandle {
     /// The verified digest in hex (file end).
     pub fn digest(&self) -> Option<String> {
         match &self.event {
-            Some(Event::FileEnd { digest, kind, .. }) => Some(hex(&digest[..kind.output_len()])),
+            Some(Event::FileEnd { digest, kind, .. }) => Some(hex(kind.hash_bytes(digest))),
             _ => None,
         }
     }
@@ -552,7 +552,7 @@ pub struct FileDigester {
 /// Sets a file object's `digest` (hex), `digestAlgorithm` and `sha256` (the
 /// digest when it is a SHA-256, `null` otherwise: what a model hub publishes).
 fn set_digest(obj: &Object, kind: DigestKind, digest: &[u8; 32]) {
-    let hexed = JsValue::from_str(&hex(&digest[..kind.output_len()]));
+    let hexed = JsValue::from_str(&hex(kind.hash_bytes(digest)));
     set(obj, "digest", hexed.clone());
     set(obj, "digestAlgorithm", JsValue::from_str(kind.name()));
     set(

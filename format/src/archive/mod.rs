@@ -115,12 +115,12 @@ impl DigestKind {
         DigestKind::ALL.into_iter().find(|k| k.name() == name)
     }
 
-    /// Bytes of the hash's output: the first bytes of a FILE record's 32-byte
-    /// `digest` (the rest are zero).
-    pub fn output_len(self) -> usize {
+    /// The hash's own bytes in a FILE record's 32-byte `digest`: all of them, or
+    /// XXH3-128's first 16 (the rest are zero). What a person compares.
+    pub fn hash_bytes(self, digest: &[u8; 32]) -> &[u8] {
         match self {
-            DigestKind::Sha256 | DigestKind::Blake3 => 32,
-            DigestKind::Xxh3 => 16,
+            DigestKind::Sha256 | DigestKind::Blake3 => digest,
+            DigestKind::Xxh3 => &digest[..16],
         }
     }
 }

@@ -43,7 +43,9 @@ fn print(args: Args) -> Result<()> {
     let mut by_dtype: BTreeMap<String, (u64, u64, u64)> = BTreeMap::new();
     for file in archive.files() {
         writeln!(out, "{} ({})", file.path, human(file.size))?;
-        let digest: String = file.digest[..file.digest_kind.output_len()]
+        let digest: String = file
+            .digest_kind
+            .hash_bytes(&file.digest)
             .iter()
             .map(|b| format!("{b:02x}"))
             .collect();
