@@ -33,17 +33,23 @@ def val(v):  # TOML of a string, bool, list or table (JSON spells the first thre
     if isinstance(v, dict):
         return "{ " + ", ".join(f"{k} = {val(x)}" for k, x in v.items()) + " }"
     return json.dumps(v)
-deps = {}
-for name, spec in crate.get("dependencies", {}).items():
-    if isinstance(spec, dict) and spec.pop("workspace", False):
-        base = ws["dependencies"][name]
-        base = {"version": base} if isinstance(base, str) else dict(base)
-        base["features"] = base.get("features", []) + spec.pop("features", [])
-        spec = {**base, **spec}
-    deps[name] = spec
+def resolve(table):  # a dependency table, workspace entries spelled out
+    deps = {}
+    for name, spec in table.items():
+        if isinstance(spec, dict) and spec.pop("workspace", False):
+            base = ws["dependencies"][name]
+            base = {"version": base} if isinstance(base, str) else dict(base)
+            base["features"] = base.get("features", []) + spec.pop("features", [])
+            spec = {**base, **spec}
+        deps[name] = spec
+    return deps
 lines = ["[package]", 'name = "brevis-format-before"', 'version = "0.0.0"', 'edition = "2021"', "", "[features]"]
 lines += [f"{k} = {val(v)}" for k, v in crate.get("features", {}).items()]
-lines += ["", "[dependencies]"] + [f"{k} = {val(v)}" for k, v in deps.items()]
+lines += ["", "[dependencies]"] + [f"{k} = {val(v)}" for k, v in resolve(crate.get("dependencies", {})).items()]
+# Target-specific dependencies (twox-hash on x86-64) too.
+for target, table in crate.get("target", {}).items():
+    lines += ["", f"[target.{json.dumps(target)}.dependencies]"]
+    lines += [f"{k} = {val(v)}" for k, v in resolve(table.get("dependencies", {})).items()]
 open(path, "w").write("\n".join(lines) + "\n")
 PY
 PROJ=$WORK/bench

@@ -206,7 +206,7 @@ fn seg(len: u64, chunks: u64, retain: u64, source: SegmentSource) -> (RecordKind
 
 fn const_chunk(len: u64, value: u64) -> (RecordKind, Vec<u8>) {
     let bytes = vec![value as u8; len as usize];
-    let node = Node::Const {
+    let node: Node = Node::Const {
         width: 8,
         count: len,
         value,

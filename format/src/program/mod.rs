@@ -17,7 +17,7 @@ use crate::wire::LitEncoding;
 mod serialize;
 mod text;
 
-pub use serialize::{parse, serialize, serialized_size};
+pub use serialize::{parse, parse_borrowed, serialize, serialized_size};
 
 /// The type of a stream: `count` words of `width` bits (`b[n]`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -29,8 +29,13 @@ pub struct Type {
 }
 
 /// A program node. Children are owned; a program is a tree.
+///
+/// `P` holds each literal's payload: its own bytes (`Vec<u8>`, the default: what
+/// the encoder builds and [`parse`] gives), or a slice of the bytes the program
+/// was parsed from ([`parse_borrowed`]: the decoder runs a chunk's program from
+/// its record without copying the payloads).
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Node {
+pub enum Node<P = Vec<u8>> {
     /// Stored words in one of the wire encodings.
     Lit {
         /// Word width.
@@ -40,7 +45,7 @@ pub enum Node {
         /// How the payload stores them.
         encoding: LitEncoding,
         /// The encoded words (tables included).
-        payload: Vec<u8>,
+        payload: P,
     },
     /// `count` copies of `value`.
     Const {
@@ -52,20 +57,20 @@ pub enum Node {
         value: u64,
     },
     /// Children one after another.
-    Concat(Vec<Node>),
+    Concat(Vec<Node<P>>),
     /// The child's whole stream `times` times.
     Repeat {
         /// How many times (at least 2).
         times: u64,
         /// The repeated stream.
-        child: Box<Node>,
+        child: Box<Node<P>>,
     },
     /// A pointwise bijection.
     Map {
         /// The bijection.
         op: MapOp,
         /// Its input.
-        child: Box<Node>,
+        child: Box<Node<P>>,
     },
     /// A prefix recurrence.
     Scan {
@@ -74,18 +79,18 @@ pub enum Node {
         /// Distance to the word it combines with (at least 1).
         stride: u64,
         /// The residuals.
-        child: Box<Node>,
+        child: Box<Node<P>>,
     },
     /// Words assembled from child fields.
     Merge {
         /// The field layout.
         op: MergeOp,
         /// One child per field, most significant first.
-        children: Vec<Node>,
+        children: Vec<Node<P>>,
     },
     /// Children's words taken in turn: `out[i·k + j] = child_j[i]` (columns of
     /// `k`-word records; the dual of `Concat`). Our extension of the paper's seven.
-    Interleave(Vec<Node>),
+    Interleave(Vec<Node<P>>),
 }
 
 /// Bounds a parsed program must respect, so hostile bytes cannot make the
@@ -123,7 +128,7 @@ pub const MAX_INTERLEAVE: usize = 4096;
 /// Operator names, for messages and statistics.
 pub const OPERATOR_NAMES: [&str; 8] = ["Lit", "Const", "Concat", "Repeat", "Map", "Scan", "Merge", "Interleave"];
 
-impl Node {
+impl<P> Node<P> {
     /// Index of this node's operator in [`OPERATOR_NAMES`] (also its wire tag).
     pub fn operator(&self) -> usize {
         match self {
@@ -139,7 +144,7 @@ impl Node {
     }
 
     /// The node's children.
-    pub fn children(&self) -> &[Node] {
+    pub fn children(&self) -> &[Node<P>] {
         match self {
             Node::Lit { .. } | Node::Const { .. } => &[],
             Node::Concat(c) | Node::Merge { children: c, .. } | Node::Interleave(c) => c,
@@ -195,7 +200,7 @@ pub struct Checked {
     pub work_bytes: u64,
 }
 
-fn check_node(node: &Node, limits: &Limits, depth: u32, acc: &mut Checked) -> Result<Type> {
+fn check_node<P>(node: &Node<P>, limits: &Limits, depth: u32, acc: &mut Checked) -> Result<Type> {
     if depth > limits.max_depth {
         return Err(FormatError::LimitExceeded {
             limit: "program depth",

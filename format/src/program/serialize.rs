@@ -15,7 +15,7 @@ use crate::ops::{MapOp, MergeOp, ScanOp};
 use crate::wire::LitEncoding;
 
 /// Appends the canonical bytes of `node` to `out`.
-pub fn serialize_into(node: &Node, out: &mut Vec<u8>) {
+pub fn serialize_into<P: AsRef<[u8]>>(node: &Node<P>, out: &mut Vec<u8>) {
     out.push(node.operator() as u8);
     match node {
         Node::Lit {
@@ -27,6 +27,7 @@ pub fn serialize_into(node: &Node, out: &mut Vec<u8>) {
             out.push(*width);
             put_varint(out, *count);
             out.push(*encoding as u8);
+            let payload = payload.as_ref();
             put_varint(out, payload.len() as u64);
             out.extend_from_slice(payload);
         }
@@ -76,17 +77,18 @@ pub fn serialize_into(node: &Node, out: &mut Vec<u8>) {
 }
 
 /// The canonical bytes of `node`.
-pub fn serialize(node: &Node) -> Vec<u8> {
+pub fn serialize<P: AsRef<[u8]>>(node: &Node<P>) -> Vec<u8> {
     let mut out = Vec::with_capacity(serialized_size(node));
     serialize_into(node, &mut out);
     out
 }
 
 /// `serialize(node).len()`, computed without serializing.
-pub fn serialized_size(node: &Node) -> usize {
+pub fn serialized_size<P: AsRef<[u8]>>(node: &Node<P>) -> usize {
     1 + match node {
         Node::Lit { count, payload, .. } => {
-            1 + varint_len(*count) + 1 + varint_len(payload.len() as u64) + payload.len()
+            let len = payload.as_ref().len();
+            1 + varint_len(*count) + 1 + varint_len(len as u64) + len
         }
         Node::Const { count, value, .. } => 1 + varint_len(*count) + varint_len(*value),
         Node::Concat(children) => {
@@ -117,15 +119,31 @@ pub fn serialized_size(node: &Node) -> usize {
 /// rules and `limits`. Nothing is allocated beyond the tree itself, whose size
 /// is bounded by `bytes.len()`.
 pub fn parse(bytes: &[u8], limits: &Limits) -> Result<Node> {
+    parse_with(bytes, limits, <[u8]>::to_vec)
+}
+
+/// [`parse`], with each literal's payload a slice of `bytes` instead of a copy.
+pub fn parse_borrowed<'a>(bytes: &'a [u8], limits: &Limits) -> Result<Node<&'a [u8]>> {
+    parse_with(bytes, limits, |payload| payload)
+}
+
+/// [`parse`] with `payload` making each literal's payload from its bytes.
+fn parse_with<'a, P>(bytes: &'a [u8], limits: &Limits, payload: impl Fn(&'a [u8]) -> P + Copy) -> Result<Node<P>> {
     let mut r = ByteReader::new(bytes);
     let mut nodes = 0u32;
-    let node = parse_node(&mut r, limits, 1, &mut nodes)?;
+    let node = parse_node(&mut r, limits, 1, &mut nodes, payload)?;
     r.finish("program")?;
     node.check(limits)?;
     Ok(node)
 }
 
-fn parse_node(r: &mut ByteReader<'_>, limits: &Limits, depth: u32, nodes: &mut u32) -> Result<Node> {
+fn parse_node<'a, P>(
+    r: &mut ByteReader<'a>,
+    limits: &Limits,
+    depth: u32,
+    nodes: &mut u32,
+    payload: impl Fn(&'a [u8]) -> P + Copy,
+) -> Result<Node<P>> {
     if depth > limits.max_depth {
         return Err(FormatError::LimitExceeded {
             limit: "program depth",
@@ -142,19 +160,18 @@ fn parse_node(r: &mut ByteReader<'_>, limits: &Limits, depth: u32, nodes: &mut u
         });
     }
     let tag = r.u8("operator tag")?;
-    let mut child = |r: &mut ByteReader<'_>| parse_node(r, limits, depth + 1, nodes).map(Box::new);
+    let mut child = |r: &mut ByteReader<'a>| parse_node(r, limits, depth + 1, nodes, payload).map(Box::new);
     Ok(match tag {
         0 => {
             let width = r.u8("Lit width")?;
             let count = r.varint("Lit count")?;
             let encoding = LitEncoding::from_tag(r.u8("Lit encoding")?)?;
             let len = r.varint_usize("Lit payload length", r.remaining() as u64)?;
-            let payload = r.bytes(len, "Lit payload")?.to_vec();
             Node::Lit {
                 width,
                 count,
                 encoding,
-                payload,
+                payload: payload(r.bytes(len, "Lit payload")?),
             }
         }
         1 => Node::Const {

@@ -55,7 +55,7 @@ fn typing_rejects_mismatches() {
     assert!(matches!(bad_merge.ty(), Err(FormatError::Type { op: "Merge", .. })));
     let bad_concat = Node::Concat(vec![lit(8, 1), lit(16, 1)]);
     assert!(matches!(bad_concat.ty(), Err(FormatError::Type { op: "Concat", .. })));
-    let bad_const = Node::Const {
+    let bad_const: Node = Node::Const {
         width: 4,
         count: 1,
         value: 16,
@@ -66,7 +66,7 @@ fn typing_rejects_mismatches() {
         child: Box::new(lit(8, 1)),
     };
     assert!(matches!(bad_repeat.ty(), Err(FormatError::Type { op: "Repeat", .. })));
-    let huff_wide = Node::Lit {
+    let huff_wide: Node = Node::Lit {
         width: 17,
         count: 0,
         encoding: LitEncoding::Huffman,
@@ -94,6 +94,21 @@ fn serialize_parse_round_trip_and_size() {
     let b = serialize(&p);
     assert_eq!(b.len(), serialized_size(&p));
     assert_eq!(parse(&b, &Limits::default()).unwrap(), p);
+    // Borrowed payloads: the same tree, each payload a slice of `b` itself, and
+    // the same bytes and text.
+    let borrowed = parse_borrowed(&b, &Limits::default()).unwrap();
+    let Node::Map { child, .. } = &borrowed else {
+        panic!("{borrowed:?}")
+    };
+    let Node::Lit { payload, .. } = &child.children()[1] else {
+        panic!("{child:?}")
+    };
+    assert!(
+        b.as_ptr_range().contains(&payload.as_ptr()),
+        "a copy, not a slice of the program"
+    );
+    assert_eq!(serialize(&borrowed), b);
+    assert_eq!(borrowed.to_string(), p.to_string());
     assert_eq!(
         p.to_string(),
         "Map.xor[0x8000](Merge.bytes(Const<b8×300>(0x3f), Lit.raw<b8×300>(300 B)))"
@@ -110,6 +125,7 @@ fn parse_rejects_every_truncation_and_trailing_bytes() {
     let b = serialize(&p);
     for n in 0..b.len() {
         assert!(parse(&b[..n], &Limits::default()).is_err(), "prefix {n}");
+        assert!(parse_borrowed(&b[..n], &Limits::default()).is_err(), "prefix {n}");
     }
     let mut extra = b.clone();
     extra.push(0);

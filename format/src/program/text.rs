@@ -7,7 +7,7 @@ use core::fmt;
 use super::Node;
 use crate::ops::{MapOp, MergeOp};
 
-impl fmt::Display for Node {
+impl<P: AsRef<[u8]>> fmt::Display for Node<P> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             Node::Lit {
@@ -16,7 +16,12 @@ impl fmt::Display for Node {
                 encoding,
                 payload,
             } => {
-                write!(f, "Lit.{}<b{width}×{count}>({} B)", encoding.name(), payload.len())
+                write!(
+                    f,
+                    "Lit.{}<b{width}×{count}>({} B)",
+                    encoding.name(),
+                    payload.as_ref().len()
+                )
             }
             Node::Const { width, count, value } => write!(f, "Const<b{width}×{count}>({value:#x})"),
             Node::Concat(children) => list(f, "Concat", children),
@@ -50,7 +55,7 @@ impl fmt::Display for Node {
     }
 }
 
-fn list(f: &mut fmt::Formatter<'_>, name: &str, children: &[Node]) -> fmt::Result {
+fn list<P: AsRef<[u8]>>(f: &mut fmt::Formatter<'_>, name: &str, children: &[Node<P>]) -> fmt::Result {
     write!(f, "{name}(")?;
     for (i, c) in children.iter().enumerate() {
         if i > 0 {
