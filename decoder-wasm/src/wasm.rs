@@ -231,10 +231,14 @@ impl StreamHandle {
         }
     }
 
-    /// Moves the decoded piece out as a new `Uint8Array` (data; once).
-    pub fn take_data(&mut self) -> Option<Vec<u8>> {
+    /// Moves the decoded piece out as a new `Uint8Array` (data; once): copied
+    /// from the decoder's buffer straight into JavaScript's, no copy in between
+    /// (a piece of 16- or 32-bit words took one as a `Vec<u8>` first, whose
+    /// allocation beside the piece's fragmented the module's heap, which never
+    /// shrinks).
+    pub fn take_data(&mut self) -> Option<Uint8Array> {
         match self.event.take() {
-            Some(Event::Data(d)) => Some(d.into_vec()),
+            Some(Event::Data(d)) => Some(Uint8Array::from(&d[..])),
             other => {
                 self.event = other;
                 None
@@ -528,7 +532,7 @@ impl ArchiveHandle {
             .ok_or_else(|| JsValue::from(js_sys::Error::new("no such chunk in the file")))?;
         let body = self.archive().chunk_body(c).map_err(|e| js_error(&e))?;
         let parsed = brevis_format::archive::ChunkRecord::parse(body)
-            .and_then(|rec| brevis_format::program::parse_borrowed(rec.program, &self.limits.program));
+            .and_then(|rec| brevis_format::program::parse(rec.program, &self.limits.program));
         parsed
             .map(|node| node.to_string())
             .map_err(|e| js_error(&DecodeError::new(e)))
