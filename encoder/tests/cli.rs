@@ -339,3 +339,91 @@ fn digest_flags_pick_the_file_hash() {
         assert_eq!(fs::read(d.join(rebuilt).join("model.safetensors")).unwrap(), bundled());
     }
 }
+
+/// A safetensors file of one BF16 tensor of `rows` × 1024 normal-ish weights
+/// (a chunk of more than 1 MiB at 512 rows and up) and a small FP32 one.
+fn weights_file(rows: usize) -> Vec<u8> {
+    use safetensors::tensor::{Dtype, TensorView};
+    let mut state = 0x9e37_79b9_7f4a_7c15u64;
+    let mut normal = || {
+        // A sum of uniforms: close enough to normal for weights' exponents.
+        (0..4)
+            .map(|_| {
+                state = state
+                    .wrapping_mul(6_364_136_223_846_793_005)
+                    .wrapping_add(1_442_695_040_888_963_407);
+                (state >> 11) as f64 / (1u64 << 53) as f64 - 0.5
+            })
+            .sum::<f64>()
+            * 0.04
+    };
+    let big: Vec<u8> = (0..rows * 1024)
+        .flat_map(|_| (((normal() as f32).to_bits() >> 16) as u16).to_le_bytes())
+        .collect();
+    let small: Vec<u8> = (0..256).flat_map(|_| (normal() as f32).to_le_bytes()).collect();
+    let views = [
+        ("big", TensorView::new(Dtype::BF16, vec![rows, 1024], &big).unwrap()),
+        ("small", TensorView::new(Dtype::F32, vec![256], &small).unwrap()),
+    ];
+    safetensors::serialize(views, None).unwrap()
+}
+
+#[test]
+fn several_threads_decode_as_one_does() {
+    // Default archives have a 3 MiB chunk (the decoding threads run it, the
+    // thread reading the archive does not), `--fast-decode` ones 1 MiB chunks
+    // (it runs some itself); every digest kind, and damage reported alike.
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    fs::create_dir_all(d.join("repo")).unwrap();
+    let weights = weights_file(1536);
+    fs::write(d.join("repo/weights.safetensors"), &weights).unwrap();
+    fs::write(d.join("repo/model.safetensors"), bundled()).unwrap();
+    let cases: [&[&str]; 4] = [
+        &[],
+        &["--fast-decode"],
+        &["--digest", "blake3"],
+        &["--fast-decode", "--digest", "sha256"],
+    ];
+    for (i, flags) in cases.into_iter().enumerate() {
+        let out = format!("r{i}.brv");
+        let mut args = vec!["compress", "repo", "-q", "--effort", "0", "-o", &out];
+        args.extend_from_slice(flags);
+        ok(&brevis(&args, d));
+        for threads in ["1", "2", "3"] {
+            ok(&brevis(&["verify", "-q", "--threads", threads, &out], d));
+            let rebuilt = format!("out{i}-{threads}");
+            ok(&brevis(
+                &["decompress", &out, "-o", &rebuilt, "-q", "--threads", threads],
+                d,
+            ));
+            let back = d.join(&rebuilt);
+            assert_eq!(
+                fs::read(back.join("weights.safetensors")).unwrap(),
+                weights,
+                "{flags:?} {threads}"
+            );
+            assert_eq!(
+                fs::read(back.join("model.safetensors")).unwrap(),
+                bundled(),
+                "{flags:?} {threads}"
+            );
+        }
+        // A flipped byte in the big tensor's chunk: the same error, however many threads.
+        let mut damaged = fs::read(d.join(&out)).unwrap();
+        let at = damaged.len() / 3;
+        damaged[at] ^= 0x10;
+        fs::write(d.join("damaged.brv"), &damaged).unwrap();
+        let one = brevis(&["verify", "-q", "--threads", "1", "damaged.brv"], d);
+        assert!(!one.status.success(), "{flags:?}: damage not seen");
+        for threads in ["2", "3"] {
+            let many = brevis(&["verify", "-q", "--threads", threads, "damaged.brv"], d);
+            assert_eq!(many.status.code(), one.status.code(), "{flags:?} {threads}");
+            assert_eq!(
+                String::from_utf8_lossy(&many.stderr),
+                String::from_utf8_lossy(&one.stderr),
+                "{flags:?} {threads}"
+            );
+        }
+    }
+}

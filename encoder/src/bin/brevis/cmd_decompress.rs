@@ -5,6 +5,7 @@ use std::io::Read;
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result};
+use brevis_decoder::format::archive::ChunkRecord;
 use brevis_decoder::format::program::Limits;
 use brevis_decoder::format::FormatError;
 use brevis_decoder::{
@@ -143,12 +144,21 @@ impl FileDigest {
 /// of a decode's time) overlaps decoding instead of following each batch of chunks.
 /// The thread shares each piece with its event ([`Piece`]): nothing is copied.
 /// In BLAKE3 archives the decoding threads hash most of each chunk's bytes as
-/// they make them ([`Subtrees`], see [`PoolChunk::start`]) and this thread
+/// they make them ([`Subtrees`], see [`DecodePool::start`]) and this thread
 /// merges their chaining values: it is one thread, so whatever it does itself
 /// bounds a decode on many cores (with 2 threads on the `--fast-decode` BF16
 /// corpus archive, `perf sched timehist -s`: 12-16 ms of its CPU before, 1.4-1.7
 /// ms now, for the same total hashing).
+///
+/// XXH3-128 digests (`--fast-decode` archives) are computed here instead, on the
+/// thread reading the archive: at over 10 GB/s they cost that thread little, and
+/// handing each 1 MiB piece to the hashing thread woke it twice a chunk. Two
+/// threads on a synthetic 1 GiB `--fast-decode` archive, best of 21
+/// (`bench/threads.py`): 0.384 s with the hashing thread, 0.360 s without; the
+/// BF16 corpus archive 28.7 and 23.6 ms.
 struct ThreadedHasher {
+    /// The current file's hasher when it hashes here (XXH3-128).
+    here: Option<Digester>,
     tx: Option<std::sync::mpsc::SyncSender<HashMsg>>,
     digests: std::sync::mpsc::Receiver<[u8; 32]>,
     thread: Option<std::thread::JoinHandle<()>>,
@@ -177,6 +187,7 @@ impl ThreadedHasher {
             })
             .context("cannot start the hashing thread")?;
         Ok(ThreadedHasher {
+            here: None,
             tx: Some(tx),
             digests,
             thread: Some(thread),
@@ -194,19 +205,31 @@ impl ThreadedHasher {
 
 impl FileHasher for ThreadedHasher {
     fn start(&mut self, kind: DigestKind, size: u64) {
-        self.send(HashMsg::Start(kind, size));
+        self.here = (kind == DigestKind::Xxh3).then(|| Digester::new(kind));
+        if self.here.is_none() {
+            self.send(HashMsg::Start(kind, size));
+        }
     }
 
     fn update(&mut self, data: &Piece) {
-        // Shared, not copied: the thread lets go of it once hashed.
-        self.send(HashMsg::Data(data.clone()));
+        match &mut self.here {
+            Some(d) => d.update(data),
+            // Shared, not copied: the thread lets go of it once hashed.
+            None => self.send(HashMsg::Data(data.clone())),
+        }
     }
 
     fn update_with_subtrees(&mut self, data: &Piece, subtrees: Subtrees) {
-        self.send(HashMsg::Hashed(data.clone(), subtrees));
+        match &mut self.here {
+            Some(d) => d.update(data),
+            None => self.send(HashMsg::Hashed(data.clone(), subtrees)),
+        }
     }
 
     fn finish(&mut self) -> [u8; 32] {
+        if let Some(mut d) = self.here.take() {
+            return d.finish();
+        }
         self.send(HashMsg::Finish);
         // All zeros only if the thread died: never a file's real digest in practice,
         // and the decoder reports the mismatch.
@@ -228,10 +251,10 @@ impl Drop for ThreadedHasher {
 /// `on_event` for each event. Decoder errors become [`CorruptArchive`].
 ///
 /// With more than one thread (`--threads`, default all cores) chunk records
-/// start decoding on rayon's pool as soon as they are buffered (one per thread
+/// start decoding on a [`DecodePool`] as soon as they are buffered (one per thread
 /// and a spare, more while they declare less than `AHEAD_PER_THREAD`, or the
 /// largest chunk, per thread), and files are hashed on a thread of their own
-/// ([`ThreadedHasher`]); memory stays bounded by the input read ahead (about as
+/// (but XXH3-128 digests, see [`ThreadedHasher`]); memory stays bounded by the input read ahead (about as
 /// much) plus the pending chunks, and the events, their order and every check
 /// are those of the one-thread decoder.
 fn stream_archive(
@@ -239,6 +262,7 @@ fn stream_archive(
     limits: DecodeLimits,
     base: Option<BaseTensors>,
     quiet: bool,
+    threads: usize,
     mut on_event: impl FnMut(Event) -> Result<()>,
 ) -> Result<()> {
     let f = File::open(path).with_context(|| format!("cannot open `{}`", path.display()))?;
@@ -248,24 +272,25 @@ fn stream_archive(
         Some(b) => StreamDecoder::with_base(limits, Box::new(b)),
         None => StreamDecoder::new(limits),
     };
-    let threads = rayon::current_num_threads();
     // One thread: nothing is started ahead, and the decoder always waits.
-    let ahead = if threads > 1 {
+    let (ahead, pool) = if threads > 1 {
         dec.set_file_hasher(Box::new(ThreadedHasher::new()?));
-        Ahead {
+        let ahead = Ahead {
             max_chunks: threads * CHUNKS_PER_THREAD,
             workers: threads,
             min_bytes_per_worker: AHEAD_PER_THREAD as u64,
-        }
+        };
+        // This thread helps (see `DecodePool`).
+        (ahead, Some(DecodePool::new(threads)?))
     } else {
-        // Nothing is started ahead, and the decoder always waits.
-        Ahead {
+        let ahead = Ahead {
             max_chunks: 0,
             workers: 0,
             min_bytes_per_worker: 0,
-        }
+        };
+        (ahead, None)
     };
-    decode_stream(&mut dec, f, path, ahead, &pb, &mut on_event)?;
+    decode_stream(&mut dec, f, path, ahead, pool.as_ref(), &pb, &mut on_event)?;
     pb.finish_and_clear();
     dec.finish().map_err(CorruptArchive)?;
     Ok(())
@@ -285,10 +310,162 @@ const READ_PIECE: usize = 1 << 20;
 /// `copy_within`), about half of every record.
 const SMALL_READ: usize = 64 << 10;
 
-/// A chunk decoding on rayon's pool.
+/// A job for the [`DecodePool`]: a chunk's program to run.
+type Job = Box<dyn FnOnce() + Send>;
+
+/// Chunks of at most this many decoded bytes are small: the thread reading the
+/// archive runs them itself while it waits ([`PoolChunk::wait`]). `--fast-decode`
+/// archives' chunks (1 MiB) are, the default 4 MiB ones are not.
+const SMALL_JOB: u64 = 1 << 20;
+
+/// The jobs not started, oldest first (the chunk needed next is the oldest
+/// started), each with whether it is small; and whether more may come.
+#[derive(Default)]
+struct Jobs {
+    queue: std::collections::VecDeque<(Job, bool)>,
+    closed: bool,
+}
+
+/// What the [`DecodePool`]'s threads share.
+#[derive(Default)]
+struct JobQueue {
+    jobs: std::sync::Mutex<Jobs>,
+    added: std::sync::Condvar,
+}
+
+impl JobQueue {
+    /// The oldest job not started, if there is one and it is small.
+    fn take_small(&self) -> Option<Job> {
+        let mut jobs = self.jobs.lock().ok()?;
+        match jobs.queue.front() {
+            Some((_, true)) => jobs.queue.pop_front().map(|(job, _)| job),
+            _ => None,
+        }
+    }
+}
+
+/// Threads that run chunks' programs while the thread reading the archive starts
+/// more. With `--threads N`, N - 1 of them at first, and the reading thread
+/// helps: while it waits for a chunk it runs the oldest jobs not started, if small
+/// ([`PoolChunk::wait`]), instead of sleeping; an Nth thread starts at the first
+/// chunk that is not small, which the reading thread leaves to the others (a
+/// long job would keep it from reading and starting chunks: two threads decoded
+/// the default BF16, FP16 and FP32 corpus archives 1.52 / 1.36 / 1.50x as fast
+/// as one with it helping with every job, 1.66 / 1.62 / 1.47x with rayon's pool
+/// of N threads beside it, `bench/threads.py`). Small chunks decode in well
+/// under a millisecond each, and with N threads beside the reading thread and
+/// the hashing thread, all four took turns on two cores: 3.6k context switches
+/// in a two-thread verify of a synthetic 1 GiB `--fast-decode` archive, and the
+/// kernel's scheduling 8% of the samples (`perf record`).
+struct DecodePool {
+    queue: std::sync::Arc<JobQueue>,
+    threads: std::cell::RefCell<Vec<std::thread::JoinHandle<()>>>,
+    max_threads: usize,
+}
+
+impl DecodePool {
+    /// A pool of up to `n` threads (at least 1), `n - 1` of them started now.
+    fn new(n: usize) -> Result<Self> {
+        let pool = DecodePool {
+            queue: std::sync::Arc::default(),
+            threads: std::cell::RefCell::default(),
+            max_threads: n.max(1),
+        };
+        for _ in 1..pool.max_threads {
+            pool.spawn()?;
+        }
+        Ok(pool)
+    }
+
+    /// Starts one more thread.
+    fn spawn(&self) -> Result<()> {
+        let queue = self.queue.clone();
+        let mut threads = self.threads.borrow_mut();
+        let thread = std::thread::Builder::new()
+            .name(format!("decode-{}", threads.len()))
+            .spawn(move || loop {
+                let job = {
+                    let Ok(mut jobs) = queue.jobs.lock() else { return };
+                    loop {
+                        match jobs.queue.pop_front() {
+                            Some((job, _)) => break job,
+                            None if jobs.closed => return,
+                            None => match queue.added.wait(jobs) {
+                                Ok(j) => jobs = j,
+                                Err(_) => return,
+                            },
+                        }
+                    }
+                };
+                job();
+            })
+            .context("cannot start a decoding thread")?;
+        threads.push(thread);
+        Ok(())
+    }
+
+    /// Parses `body` here and queues its program to run. The parsed program holds
+    /// its own copy of the literals' payloads, so the record is not copied for the
+    /// job: one copy of each chunk's bytes less in memory while it waits and runs
+    /// (the two-thread peak on a synthetic 4 GiB `--fast-decode` archive rose past
+    /// 64 MiB with a record copy per pending chunk), and one pass less over them.
+    ///
+    /// Given the chunk's place in its file (BLAKE3 archives), the job also hashes
+    /// the BLAKE3 subtrees of what it decoded while the bytes are in its core's
+    /// cache ([`Subtrees`]), for [`ThreadedHasher`] to merge.
+    fn start(&self, body: &[u8], limits: &Limits, place: Option<ChunkPlace>) -> Box<dyn PendingChunk> {
+        let (tx, rx) = std::sync::mpsc::sync_channel(1);
+        match ParsedChunk::parse(body, limits) {
+            Ok(chunk) => {
+                // (The header parsed just now: it cannot fail here.)
+                let small = ChunkRecord::parse(body).is_ok_and(|c| c.decoded_len <= SMALL_JOB);
+                // If the thread cannot start, the others run the job.
+                if !small && self.threads.borrow().len() < self.max_threads {
+                    let _ = self.spawn();
+                }
+                let job: Job = Box::new(move || {
+                    let decoded = chunk.run().map(|bytes| DecodedChunk {
+                        subtrees: place.map(|place| Subtrees::hash(&bytes, place)),
+                        bytes,
+                    });
+                    let _ = tx.send(decoded);
+                });
+                // A poisoned lock (a job panicked, which aborts) drops the job:
+                // its chunk then fails with WORKER_GONE.
+                if let Ok(mut jobs) = self.queue.jobs.lock() {
+                    jobs.queue.push_back((job, small));
+                    self.queue.added.notify_one();
+                }
+            }
+            Err(e) => {
+                let _ = tx.send(Err(e));
+            }
+        }
+        Box::new(PoolChunk {
+            rx,
+            got: None,
+            queue: self.queue.clone(),
+        })
+    }
+}
+
+impl Drop for DecodePool {
+    fn drop(&mut self) {
+        if let Ok(mut jobs) = self.queue.jobs.lock() {
+            jobs.closed = true;
+        }
+        self.queue.added.notify_all();
+        for t in self.threads.get_mut().drain(..) {
+            let _ = t.join();
+        }
+    }
+}
+
+/// A chunk queued on a [`DecodePool`].
 struct PoolChunk {
     rx: std::sync::mpsc::Receiver<Result<DecodedChunk, FormatError>>,
     got: Option<Result<DecodedChunk, FormatError>>,
+    queue: std::sync::Arc<JobQueue>,
 }
 
 /// The job's sender is gone only if it never ran to the end (a panic, which
@@ -296,35 +473,6 @@ struct PoolChunk {
 const WORKER_GONE: FormatError = FormatError::Invalid {
     what: "chunk (its decoding thread stopped)",
 };
-
-impl PoolChunk {
-    /// Parses `body` here and starts running its program on the pool (FIFO: the
-    /// chunk needed next is the oldest started). The parsed program holds its own
-    /// copy of the literals' payloads, so the record is not copied for the worker:
-    /// one copy of each chunk's bytes less in memory while it waits and runs (the
-    /// two-thread peak on a synthetic 4 GiB `--fast-decode` archive rose past 64 MiB
-    /// with a record copy per pending chunk), and one pass less over them.
-    ///
-    /// Given the chunk's place in its file (BLAKE3 archives), the worker also
-    /// hashes the BLAKE3 subtrees of what it decoded while the bytes are in its
-    /// cache ([`Subtrees`]), for [`ThreadedHasher`] to merge.
-    fn start(body: &[u8], limits: &Limits, place: Option<ChunkPlace>) -> Box<dyn PendingChunk> {
-        let (tx, rx) = std::sync::mpsc::sync_channel(1);
-        match ParsedChunk::parse(body, limits) {
-            Ok(chunk) => rayon::spawn_fifo(move || {
-                let decoded = chunk.run().map(|bytes| DecodedChunk {
-                    subtrees: place.map(|place| Subtrees::hash(&bytes, place)),
-                    bytes,
-                });
-                let _ = tx.send(decoded);
-            }),
-            Err(e) => {
-                let _ = tx.send(Err(e));
-            }
-        }
-        Box::new(PoolChunk { rx, got: None })
-    }
-}
 
 impl PendingChunk for PoolChunk {
     fn is_ready(&mut self) -> bool {
@@ -338,10 +486,18 @@ impl PendingChunk for PoolChunk {
         true
     }
 
-    fn wait(self: Box<Self>) -> Result<DecodedChunk, FormatError> {
-        match self.got {
-            Some(r) => r,
-            None => self.rx.recv().unwrap_or(Err(WORKER_GONE)),
+    /// Runs the oldest jobs not started, while they are small, until this chunk
+    /// is done: its own, if no thread has taken it yet, or later ones (their
+    /// results wait for their turn).
+    fn wait(mut self: Box<Self>) -> Result<DecodedChunk, FormatError> {
+        loop {
+            if self.is_ready() {
+                return self.got.take().unwrap_or(Err(WORKER_GONE));
+            }
+            match self.queue.take_small() {
+                Some(job) => job(),
+                None => return self.rx.recv().unwrap_or(Err(WORKER_GONE)),
+            }
         }
     }
 }
@@ -356,16 +512,19 @@ fn decode_stream(
     mut f: File,
     path: &Path,
     ahead: Ahead,
+    pool: Option<&DecodePool>,
     pb: &indicatif::ProgressBar,
     on_event: &mut impl FnMut(Event) -> Result<()>,
 ) -> Result<()> {
+    // Without a pool nothing is started ahead (`ahead` allows none).
+    let mut start = |body: &[u8], limits: &Limits, place: Option<ChunkPlace>| match pool {
+        Some(p) => p.start(body, limits, place),
+        None => Box::new(ParsedChunk::parse(body, limits).and_then(ParsedChunk::run)) as Box<dyn PendingChunk>,
+    };
     let mut eof = false;
     loop {
         let wait = eof || dec.buffered() as u64 >= dec.ahead_budget(&ahead);
-        match dec
-            .next_event_ahead(ahead, &mut PoolChunk::start, wait)
-            .map_err(CorruptArchive)?
-        {
+        match dec.next_event_ahead(ahead, &mut start, wait).map_err(CorruptArchive)? {
             Some(ev) => on_event(ev)?,
             None if eof => return Ok(()),
             None => {
@@ -386,7 +545,8 @@ fn decode_stream(
     }
 }
 
-pub fn run(args: Args, quiet: bool) -> Result<()> {
+/// `brevis decompress`, on `threads` threads.
+pub fn run(args: Args, quiet: bool, threads: usize) -> Result<()> {
     if args.salvage {
         return salvage(args, quiet);
     }
@@ -394,38 +554,46 @@ pub fn run(args: Args, quiet: bool) -> Result<()> {
     let mut current: Option<AtomicFile> = None;
     let mut written = Vec::new();
     let mut total = 0u64;
-    stream_archive(&args.archive, args.limits.limits(), args.limits.base()?, quiet, |ev| {
-        match ev {
-            Event::FileStart { path, .. } => {
-                // `path` was checked by the decoder: relative, no `..`.
-                let target = dir.join(&path);
-                if let Some(parent) = target.parent() {
-                    std::fs::create_dir_all(parent).with_context(|| format!("cannot create `{}`", parent.display()))?;
+    stream_archive(
+        &args.archive,
+        args.limits.limits(),
+        args.limits.base()?,
+        quiet,
+        threads,
+        |ev| {
+            match ev {
+                Event::FileStart { path, .. } => {
+                    // `path` was checked by the decoder: relative, no `..`.
+                    let target = dir.join(&path);
+                    if let Some(parent) = target.parent() {
+                        std::fs::create_dir_all(parent)
+                            .with_context(|| format!("cannot create `{}`", parent.display()))?;
+                    }
+                    current = Some(
+                        AtomicFile::create(&target, args.force)
+                            .with_context(|| format!("cannot write `{}`", target.display()))?,
+                    );
                 }
-                current = Some(
-                    AtomicFile::create(&target, args.force)
-                        .with_context(|| format!("cannot write `{}`", target.display()))?,
-                );
-            }
-            Event::Data(d) => {
-                if let Some(f) = current.as_mut() {
-                    f.write_all(&d).context("write failed")?;
-                    total += d.len() as u64;
+                Event::Data(d) => {
+                    if let Some(f) = current.as_mut() {
+                        f.write_all(&d).context("write failed")?;
+                        total += d.len() as u64;
+                    }
                 }
-            }
-            Event::FileEnd { .. } => {
-                // The decoder verified the digest before reporting the end: only
-                // then does the file appear under its name.
-                if let Some(f) = current.take() {
-                    let p = f.path().to_path_buf();
-                    f.commit().with_context(|| format!("cannot write `{}`", p.display()))?;
-                    written.push(p);
+                Event::FileEnd { .. } => {
+                    // The decoder verified the digest before reporting the end: only
+                    // then does the file appear under its name.
+                    if let Some(f) = current.take() {
+                        let p = f.path().to_path_buf();
+                        f.commit().with_context(|| format!("cannot write `{}`", p.display()))?;
+                        written.push(p);
+                    }
                 }
+                _ => {}
             }
-            _ => {}
-        }
-        Ok(())
-    })?;
+            Ok(())
+        },
+    )?;
     if !quiet {
         for p in &written {
             eprintln!("{}", p.display());
@@ -435,17 +603,25 @@ pub fn run(args: Args, quiet: bool) -> Result<()> {
     Ok(())
 }
 
-pub fn verify(args: VerifyArgs, quiet: bool) -> Result<()> {
+/// `brevis verify`, on `threads` threads.
+pub fn verify(args: VerifyArgs, quiet: bool, threads: usize) -> Result<()> {
     let mut files = 0;
     let mut total = 0u64;
-    stream_archive(&args.archive, args.limits.limits(), args.limits.base()?, quiet, |ev| {
-        match ev {
-            Event::FileEnd { .. } => files += 1,
-            Event::Data(d) => total += d.len() as u64,
-            _ => {}
-        }
-        Ok(())
-    })?;
+    stream_archive(
+        &args.archive,
+        args.limits.limits(),
+        args.limits.base()?,
+        quiet,
+        threads,
+        |ev| {
+            match ev {
+                Event::FileEnd { .. } => files += 1,
+                Event::Data(d) => total += d.len() as u64,
+                _ => {}
+            }
+            Ok(())
+        },
+    )?;
     if !quiet {
         println!(
             "{}: OK ({} file(s), {} verified)",

@@ -93,22 +93,29 @@ fn main() -> ExitCode {
     #[cfg(all(target_os = "linux", target_env = "gnu"))]
     keep_freed_memory();
     let cli = Cli::parse();
+    let decoding = matches!(cli.command, Some(Command::Decompress(_) | Command::Verify(_)));
     #[cfg(all(target_os = "linux", target_env = "gnu"))]
-    if matches!(cli.command, Some(Command::Decompress(_) | Command::Verify(_))) {
+    if decoding {
         one_heap_for_all_threads();
         huge_pages::advise_heap();
     }
-    if let Some(n) = cli.threads {
-        if let Err(e) = rayon::ThreadPoolBuilder::new().num_threads(n.max(1)).build_global() {
-            eprintln!("brevis: cannot start {n} threads: {e}");
+    let threads = cli
+        .threads
+        .map(|n| n.max(1))
+        .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
+    // Decoding starts threads of its own (`cmd_decompress::DecodePool`): rayon's
+    // would only idle beside them.
+    if !decoding && cli.threads.is_some() {
+        if let Err(e) = rayon::ThreadPoolBuilder::new().num_threads(threads).build_global() {
+            eprintln!("brevis: cannot start {threads} threads: {e}");
             return ExitCode::from(1);
         }
     }
     let result = match cli.command {
         Some(Command::Compress(a)) => cmd_compress::run(a, cli.quiet),
-        Some(Command::Decompress(a)) => cmd_decompress::run(a, cli.quiet),
+        Some(Command::Decompress(a)) => cmd_decompress::run(a, cli.quiet, threads),
         Some(Command::Inspect(a)) => cmd_inspect::run(a),
-        Some(Command::Verify(a)) => cmd_decompress::verify(a, cli.quiet),
+        Some(Command::Verify(a)) => cmd_decompress::verify(a, cli.quiet, threads),
         Some(Command::TrainPrior(a)) => cmd_train_prior::run(a, cli.quiet),
         Some(Command::Demo) | None => cmd_demo::run(),
     };
