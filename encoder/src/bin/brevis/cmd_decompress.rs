@@ -259,12 +259,12 @@ impl Drop for ThreadedHasher {
 /// are those of the one-thread decoder.
 fn stream_archive(
     path: &Path,
-    limits: DecodeLimits,
-    base: Option<BaseTensors>,
+    limits: &LimitArgs,
     quiet: bool,
     threads: usize,
     mut on_event: impl FnMut(Event) -> Result<()>,
 ) -> Result<()> {
+    let (base, limits) = (limits.base()?, limits.limits());
     let f = File::open(path).with_context(|| format!("cannot open `{}`", path.display()))?;
     let total = f.metadata()?.len();
     let pb = progress(total, quiet, "decode");
@@ -554,46 +554,38 @@ pub fn run(args: Args, quiet: bool, threads: usize) -> Result<()> {
     let mut current: Option<AtomicFile> = None;
     let mut written = Vec::new();
     let mut total = 0u64;
-    stream_archive(
-        &args.archive,
-        args.limits.limits(),
-        args.limits.base()?,
-        quiet,
-        threads,
-        |ev| {
-            match ev {
-                Event::FileStart { path, .. } => {
-                    // `path` was checked by the decoder: relative, no `..`.
-                    let target = dir.join(&path);
-                    if let Some(parent) = target.parent() {
-                        std::fs::create_dir_all(parent)
-                            .with_context(|| format!("cannot create `{}`", parent.display()))?;
-                    }
-                    current = Some(
-                        AtomicFile::create(&target, args.force)
-                            .with_context(|| format!("cannot write `{}`", target.display()))?,
-                    );
+    stream_archive(&args.archive, &args.limits, quiet, threads, |ev| {
+        match ev {
+            Event::FileStart { path, .. } => {
+                // `path` was checked by the decoder: relative, no `..`.
+                let target = dir.join(&path);
+                if let Some(parent) = target.parent() {
+                    std::fs::create_dir_all(parent).with_context(|| format!("cannot create `{}`", parent.display()))?;
                 }
-                Event::Data(d) => {
-                    if let Some(f) = current.as_mut() {
-                        f.write_all(&d).context("write failed")?;
-                        total += d.len() as u64;
-                    }
-                }
-                Event::FileEnd { .. } => {
-                    // The decoder verified the digest before reporting the end: only
-                    // then does the file appear under its name.
-                    if let Some(f) = current.take() {
-                        let p = f.path().to_path_buf();
-                        f.commit().with_context(|| format!("cannot write `{}`", p.display()))?;
-                        written.push(p);
-                    }
-                }
-                _ => {}
+                current = Some(
+                    AtomicFile::create(&target, args.force)
+                        .with_context(|| format!("cannot write `{}`", target.display()))?,
+                );
             }
-            Ok(())
-        },
-    )?;
+            Event::Data(d) => {
+                if let Some(f) = current.as_mut() {
+                    f.write_all(&d).context("write failed")?;
+                    total += d.len() as u64;
+                }
+            }
+            Event::FileEnd { .. } => {
+                // The decoder verified the digest before reporting the end: only
+                // then does the file appear under its name.
+                if let Some(f) = current.take() {
+                    let p = f.path().to_path_buf();
+                    f.commit().with_context(|| format!("cannot write `{}`", p.display()))?;
+                    written.push(p);
+                }
+            }
+            _ => {}
+        }
+        Ok(())
+    })?;
     if !quiet {
         for p in &written {
             eprintln!("{}", p.display());
@@ -607,21 +599,14 @@ pub fn run(args: Args, quiet: bool, threads: usize) -> Result<()> {
 pub fn verify(args: VerifyArgs, quiet: bool, threads: usize) -> Result<()> {
     let mut files = 0;
     let mut total = 0u64;
-    stream_archive(
-        &args.archive,
-        args.limits.limits(),
-        args.limits.base()?,
-        quiet,
-        threads,
-        |ev| {
-            match ev {
-                Event::FileEnd { .. } => files += 1,
-                Event::Data(d) => total += d.len() as u64,
-                _ => {}
-            }
-            Ok(())
-        },
-    )?;
+    stream_archive(&args.archive, &args.limits, quiet, threads, |ev| {
+        match ev {
+            Event::FileEnd { .. } => files += 1,
+            Event::Data(d) => total += d.len() as u64,
+            _ => {}
+        }
+        Ok(())
+    })?;
     if !quiet {
         println!(
             "{}: OK ({} file(s), {} verified)",
