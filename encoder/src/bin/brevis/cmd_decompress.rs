@@ -350,8 +350,8 @@ impl JobQueue {
 /// ([`PoolChunk::wait`]), instead of sleeping; an Nth thread starts at the first
 /// chunk that is not small, which the reading thread leaves to the others (a
 /// long job would keep it from reading and starting chunks: two threads decoded
-/// the default BF16, FP16 and FP32 corpus archives 1.52 / 1.36 / 1.50x as fast
-/// as one with it helping with every job, 1.66 / 1.62 / 1.47x with rayon's pool
+/// the default BF16, FP16 and FP32 corpus archives 1.54 / 1.36 / 1.50x as fast
+/// as one with it helping with every job, 1.66 / 1.62 / 1.63x with rayon's pool
 /// of N threads beside it, `bench/threads.py`). Small chunks decode in well
 /// under a millisecond each, and with N threads beside the reading thread and
 /// the hashing thread, all four took turns on two cores: 3.6k context switches
