@@ -181,8 +181,8 @@ fn to_usize(v: u64) -> Result<usize> {
 /// dwarf`). WebAssembly still copies them: without the copies the module's heap,
 /// which never shrinks, grew from 18 to 27 MB streaming three int8 models instead
 /// of one (npm test `wasm memory does not grow with the model`; 23 MB for both
-/// with the copies): where the payloads' blocks were freed, the next record's
-/// output fitted.
+/// with the copies), in one step at the second model's first 4 MiB chunk: why
+/// its output then found no free block is not known yet.
 ///
 /// Checks, in order: the chunk header, the program's syntax, types and limits,
 /// that the program's type matches the declared length, and after running it

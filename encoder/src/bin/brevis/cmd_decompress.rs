@@ -9,8 +9,8 @@ use brevis_decoder::format::archive::ChunkRecord;
 use brevis_decoder::format::program::Limits;
 use brevis_decoder::format::FormatError;
 use brevis_decoder::{
-    Ahead, Archive, Blake3Tree, ChunkPlace, DecodeLimits, DecodedChunk, DigestKind, Digester, Event, FileHasher,
-    ParsedChunk, PendingChunk, Piece, StreamDecoder, Subtrees,
+    decode_chunk_bytes, Ahead, Archive, Blake3Tree, ChunkPlace, DecodeLimits, DecodedChunk, DigestKind, Digester,
+    Event, FileHasher, ParsedChunk, PendingChunk, Piece, StreamDecoder, Subtrees,
 };
 use brevis_encoder::atomic::AtomicFile;
 use brevis_encoder::BaseTensors;
@@ -251,12 +251,12 @@ impl Drop for ThreadedHasher {
 /// `on_event` for each event. Decoder errors become [`CorruptArchive`].
 ///
 /// With more than one thread (`--threads`, default all cores) chunk records
-/// start decoding on a [`DecodePool`] as soon as they are buffered (one per thread
-/// and a spare, more while they declare less than `AHEAD_PER_THREAD`, or the
-/// largest chunk, per thread), and files are hashed on a thread of their own
-/// (but XXH3-128 digests, see [`ThreadedHasher`]); memory stays bounded by the input read ahead (about as
-/// much) plus the pending chunks, and the events, their order and every check
-/// are those of the one-thread decoder.
+/// start decoding on a [`DecodePool`] as soon as they are buffered (one per
+/// thread and a spare, more while they declare less than `AHEAD_PER_THREAD`, or
+/// the largest chunk, per thread), and files are hashed on a thread of their own
+/// (but for XXH3-128 digests, see [`ThreadedHasher`]); memory stays bounded by
+/// the input read ahead (about as much) plus the pending chunks, and the events,
+/// their order and every check are those of the one-thread decoder.
 fn stream_archive(
     path: &Path,
     limits: &LimitArgs,
@@ -516,10 +516,11 @@ fn decode_stream(
     pb: &indicatif::ProgressBar,
     on_event: &mut impl FnMut(Event) -> Result<()>,
 ) -> Result<()> {
-    // Without a pool nothing is started ahead (`ahead` allows none).
+    // Without a pool nothing is started ahead (`ahead` allows none); were it,
+    // the chunk would be decoded here and then.
     let mut start = |body: &[u8], limits: &Limits, place: Option<ChunkPlace>| match pool {
         Some(p) => p.start(body, limits, place),
-        None => Box::new(ParsedChunk::parse(body, limits).and_then(ParsedChunk::run)) as Box<dyn PendingChunk>,
+        None => Box::new(decode_chunk_bytes(body, limits)) as Box<dyn PendingChunk>,
     };
     let mut eof = false;
     loop {
