@@ -192,8 +192,8 @@ pub fn decode_chunk_bytes(body: &[u8], limits: &Limits) -> Result<LeBytes> {
     let parse = program::parse_borrowed;
     #[cfg(target_arch = "wasm32")]
     let parse = program::parse;
-    let (node, decoded_xxh3) = parse_chunk(body, limits, parse)?;
-    check_decoded(eval(&node)?.into_le_bytes()?, decoded_xxh3)
+    let (node, chunk) = parse_chunk(body, limits, parse)?;
+    check_decoded(eval(&node)?.into_le_bytes()?, chunk.decoded_xxh3)
 }
 
 /// A chunk record's program, parsed and checked, ready to run without the record:
@@ -204,14 +204,25 @@ pub fn decode_chunk_bytes(body: &[u8], limits: &Limits) -> Result<LeBytes> {
 pub struct ParsedChunk {
     node: Node,
     decoded_xxh3: u64,
+    decoded_len: u64,
 }
 
 impl ParsedChunk {
     /// Checks the chunk header, the program's syntax, types and limits, and that
     /// the program's type matches the declared length.
     pub fn parse(body: &[u8], limits: &Limits) -> Result<Self> {
-        let (node, decoded_xxh3) = parse_chunk(body, limits, program::parse)?;
-        Ok(ParsedChunk { node, decoded_xxh3 })
+        let (node, chunk) = parse_chunk(body, limits, program::parse)?;
+        Ok(ParsedChunk {
+            node,
+            decoded_xxh3: chunk.decoded_xxh3,
+            decoded_len: chunk.decoded_len,
+        })
+    }
+
+    /// The bytes the program rebuilds, as the chunk header declares (and the
+    /// program's type matches).
+    pub fn decoded_len(&self) -> u64 {
+        self.decoded_len
     }
 
     /// Runs the program and checks the xxh3 of the bytes it produced.
@@ -224,15 +235,14 @@ impl ParsedChunk {
 }
 
 /// The program of chunk record `body`, parsed by `parse` (with or without copies
-/// of the payloads) and checked against the chunk's header, and the xxh3 its bytes
-/// must have. (Inlined: in WebAssembly [`decode_chunk_bytes`] stays one function,
+/// of the payloads) and checked against the chunk's header, and that header. (Inlined: in WebAssembly [`decode_chunk_bytes`] stays one function,
 /// a smaller module.)
 #[inline(always)]
 fn parse_chunk<'a, P>(
     body: &'a [u8],
     limits: &Limits,
     parse: impl FnOnce(&'a [u8], &Limits) -> Result<Node<P>>,
-) -> Result<(Node<P>, u64)> {
+) -> Result<(Node<P>, ChunkRecord<'a>)> {
     let chunk = ChunkRecord::parse(body)?;
     let node = parse(chunk.program, limits)?;
     let ty = node.ty()?;
@@ -253,7 +263,7 @@ fn parse_chunk<'a, P>(
             found: ty.count,
         });
     }
-    Ok((node, chunk.decoded_xxh3))
+    Ok((node, chunk))
 }
 
 /// `bytes`, a program's output, if their xxh3 is `decoded_xxh3`.
@@ -320,6 +330,26 @@ mod tests {
         assert_eq!(
             decode_chunk(&chunk(&[7; 3], &program), &Limits::default()),
             Ok(alloc::vec![7; 3])
+        );
+    }
+
+    /// A chunk parsed to run elsewhere says what it declares, runs to what the
+    /// in-place path gives, and is refused where that one is.
+    #[test]
+    fn parsed_chunks_run_as_chunks_decoded_in_place() {
+        // Const<b8×3>(7).
+        let body = chunk(&[7; 3], &[0x01, 0x08, 0x03, 0x07]);
+        let parsed = ParsedChunk::parse(&body, &Limits::default()).unwrap();
+        assert_eq!(parsed.decoded_len(), 3);
+        assert_eq!(
+            parsed.run().map(LeBytes::into_vec),
+            decode_chunk(&body, &Limits::default())
+        );
+        // Declaring 4 bytes for a program of 3 words.
+        let wrong = chunk(&[7; 4], &[0x01, 0x08, 0x03, 0x07]);
+        assert_eq!(
+            ParsedChunk::parse(&wrong, &Limits::default()).unwrap_err(),
+            decode_chunk(&wrong, &Limits::default()).unwrap_err()
         );
     }
 }

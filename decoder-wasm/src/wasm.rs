@@ -232,10 +232,8 @@ impl StreamHandle {
     }
 
     /// Moves the decoded piece out as a new `Uint8Array` (data; once): copied
-    /// from the decoder's buffer straight into JavaScript's, no copy in between
-    /// (a piece of 16- or 32-bit words took one as a `Vec<u8>` first, whose
-    /// allocation beside the piece's fragmented the module's heap, which never
-    /// shrinks).
+    /// from the decoder's buffer straight into JavaScript's (a piece of 16- or
+    /// 32-bit words was copied into a `Vec<u8>` first).
     pub fn take_data(&mut self) -> Option<Uint8Array> {
         match self.event.take() {
             Some(Event::Data(d)) => Some(Uint8Array::from(&d[..])),

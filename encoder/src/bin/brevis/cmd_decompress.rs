@@ -5,7 +5,6 @@ use std::io::Read;
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result};
-use brevis_decoder::format::archive::ChunkRecord;
 use brevis_decoder::format::program::Limits;
 use brevis_decoder::format::FormatError;
 use brevis_decoder::{
@@ -417,8 +416,7 @@ impl DecodePool {
         let (tx, rx) = std::sync::mpsc::sync_channel(1);
         match ParsedChunk::parse(body, limits) {
             Ok(chunk) => {
-                // (The header parsed just now: it cannot fail here.)
-                let small = ChunkRecord::parse(body).is_ok_and(|c| c.decoded_len <= SMALL_JOB);
+                let small = chunk.decoded_len() <= SMALL_JOB;
                 // If the thread cannot start, the others run the job.
                 if !small && self.threads.borrow().len() < self.max_threads {
                     let _ = self.spawn();
