@@ -188,11 +188,7 @@ fn to_usize(v: u64) -> Result<usize> {
 /// that the program's type matches the declared length, and after running it
 /// the xxh3 of the bytes produced.
 pub fn decode_chunk_bytes(body: &[u8], limits: &Limits) -> Result<LeBytes> {
-    #[cfg(not(target_arch = "wasm32"))]
-    let parse = program::parse_borrowed;
-    #[cfg(target_arch = "wasm32")]
-    let parse = program::parse;
-    let (node, chunk) = parse_chunk(body, limits, parse)?;
+    let (node, chunk) = parse_chunk(body, limits, program::parse_borrowed)?;
     check_decoded(eval(&node)?.into_le_bytes()?, chunk.decoded_xxh3)
 }
 

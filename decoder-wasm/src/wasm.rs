@@ -530,7 +530,7 @@ impl ArchiveHandle {
             .ok_or_else(|| JsValue::from(js_sys::Error::new("no such chunk in the file")))?;
         let body = self.archive().chunk_body(c).map_err(|e| js_error(&e))?;
         let parsed = brevis_format::archive::ChunkRecord::parse(body)
-            .and_then(|rec| brevis_format::program::parse(rec.program, &self.limits.program));
+            .and_then(|rec| brevis_format::program::parse_borrowed(rec.program, &self.limits.program));
         parsed
             .map(|node| node.to_string())
             .map_err(|e| js_error(&DecodeError::new(e)))

@@ -187,13 +187,40 @@ fn narrow<F: FnOnce(&mut [u8]) -> Result<()>>(out: &mut [u8], decode: F) -> Resu
 }
 
 /// See the native `narrow`. Words of at most 8 bits: the narrowing loses nothing.
+///
+/// The 16-bit words are decoded into one buffer of `2 * out.len()` bytes, which
+/// then keeps each word's low byte in place and shrinks to `out.len()`: one large
+/// allocation at a time, never the output plus a buffer twice its size (the
+/// module's heap never shrinks, and a 4 MiB chunk asked for 12 MiB at once).
 #[cfg(target_arch = "wasm32")]
-fn narrow<F: FnOnce(&mut [u16]) -> Result<()>>(out: &mut [u8], decode: F) -> Result<()> {
-    let mut wide = alloc::vec![0u16; out.len()];
-    decode(&mut wide)?;
-    for (o, &w) in out.iter_mut().zip(&wide) {
-        *o = w as u8;
+fn narrow<F: FnOnce(&mut [u16]) -> Result<()>>(out: &mut Vec<u8>, decode: F) -> Result<()> {
+    let n = out.len();
+    *out = Vec::new();
+    let mut buf = alloc::vec![0u8; 2 * n];
+    // The allocator aligns every block to 8 bytes: this cannot fail, and is an
+    // error rather than a panic if an allocator ever made it one.
+    decode(bytemuck::try_cast_slice_mut(&mut buf).map_err(|_| FormatError::Invalid {
+        what: "16-bit decode buffer (misaligned allocation)",
+    })?)?;
+    // Little-endian: word `i`'s low byte is byte `2i`. Block by block, each block
+    // of words copied out whole before its bytes are written (a block's writes end
+    // where its words began), then narrowed in a loop that vectorizes.
+    const BLOCK: usize = 2048;
+    let mut words = [0u16; BLOCK];
+    let mut i = 0;
+    while i < n {
+        let m = BLOCK.min(n - i);
+        let src = &buf[2 * i..2 * (i + m)];
+        // A `u16` slice's bytes always cast (no alignment to meet).
+        bytemuck::cast_slice_mut::<u16, u8>(&mut words[..m]).copy_from_slice(src);
+        for (o, &w) in buf[i..i + m].iter_mut().zip(&words[..m]) {
+            *o = w as u8;
+        }
+        i += m;
     }
+    buf.truncate(n);
+    buf.shrink_to_fit();
+    *out = buf;
     Ok(())
 }
 
