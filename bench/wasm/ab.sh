@@ -64,4 +64,4 @@ echo "Made by \`bench/wasm/ab.sh $A $B\`${FAST:+ (FAST=$FAST)} on $(date -u +%Y-
 label() { if [[ $1 == WORKTREE ]]; then echo "the working tree at $(git -C "$ROOT" rev-parse --short HEAD)"; else git -C "$ROOT" rev-parse --short "$1"; fi; }
 echo "A = $(label "$A"), B = $(label "$B"); archives by $("$BREVIS_BIN" --version) ${flags[*]}; best of ${ROUNDS:-7} rounds, MB/s of output."
 echo
-node "$HERE/ab.mjs" --a "$pkg_a" --b "$pkg_b" --rounds "${ROUNDS:-7}" "${archives[@]}"
+node --expose-gc "$HERE/ab.mjs" --a "$pkg_a" --b "$pkg_b" --rounds "${ROUNDS:-7}" "${archives[@]}"

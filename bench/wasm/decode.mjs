@@ -6,7 +6,8 @@
 //   node decode.mjs --brevis BIN --work DIR [--repeat N] FILE...
 //
 // Throughput is original bytes / best wall time of N rounds after one warm-up
-// round, every measure of a file running once in each round (MB = 10^6 bytes).
+// round, every measure of a file running once in each round, each after a full
+// garbage collection (MB = 10^6 bytes).
 // Native figures are whole processes (start, read, decode, checks; output to
 // /dev/null or verified in memory); wasm figures are the decode calls alone,
 // on bytes already in memory.
@@ -36,6 +37,10 @@ async function bestOfRounds(measures) {
   const secs = Object.fromEntries(Object.keys(measures).map((k) => [k, Infinity]));
   for (let round = 0; round <= REPEAT; round++) {
     for (const [k, fn] of Object.entries(measures)) {
+      // Every measure starts from a collected heap: the garbage of the one
+      // before it (a model's worth of output arrays) is not collected on its
+      // clock. Needs node --expose-gc (run.sh passes it).
+      globalThis.gc?.();
       const t0 = performance.now();
       await fn();
       const t = (performance.now() - t0) / 1000;

@@ -6,7 +6,7 @@
 #
 # Env: BREVIS_BIN (default: cargo build --release), CORPUS (default
 # ~/.cache/brevis-corpus, fetched with ../shared/corpus/fetch.sh if missing),
-# REPEAT (default 3). Compressed files are kept in bench/out/wasm/.
+# REPEAT (default 5). Compressed files are kept in bench/out/wasm/.
 set -euo pipefail
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 ROOT=$(cd "$HERE/../.." && pwd)
@@ -39,7 +39,7 @@ rev=$(cd "$ROOT" && git rev-parse --short HEAD)
   echo "\`zstd -d -c > /dev/null\`); wasm rows are the calls alone on bytes in memory: the raw binding \`decode_all\`,"
   echo "the \`BrevisDecompressionStream\` fed 64 KiB pieces, \`decodeArchive\`, and zstddec's \`decode\` of the zstd -19 file."
   echo
-  node decode.mjs --brevis "$BREVIS_BIN" --work "$WORK" --repeat "${REPEAT:-3}" "$@"
+  node --expose-gc decode.mjs --brevis "$BREVIS_BIN" --work "$WORK" --repeat "${REPEAT:-5}" "$@"
 } > RESULTS.md.tmp
 mv RESULTS.md.tmp RESULTS.md
 log "wrote bench/wasm/RESULTS.md"
