@@ -174,15 +174,16 @@ fn to_usize(v: u64) -> Result<usize> {
 }
 
 /// Decodes one chunk record's body into its bytes: the root stream's own buffer
-/// where its words fill their containers (no copy, see [`LeBytes`]). Natively the
-/// program runs from the record itself: its literals' payloads are not copied
-/// (they were, as [`ParsedChunk::parse`] does: 4.5% of a one-thread `brevis
-/// verify` of a synthetic `--fast-decode` BF16 archive, `perf record --call-graph
-/// dwarf`). WebAssembly still copies them: without the copies the module's heap,
-/// which never shrinks, grew from 18 to 27 MB streaming three int8 models instead
-/// of one (npm test `wasm memory does not grow with the model`; 23 MB for both
-/// with the copies), in one step at the second model's first 4 MiB chunk: why
-/// its output then found no free block is not known yet.
+/// where its words fill their containers (no copy, see [`LeBytes`]). The program
+/// runs from the record itself: its literals' payloads are not copied (they
+/// were, as [`ParsedChunk::parse`] does: 4.5% of a one-thread `brevis verify` of
+/// a synthetic `--fast-decode` BF16 archive, `perf record --call-graph dwarf`).
+/// In WebAssembly that once made the module's heap (which never shrinks) grow
+/// from 18 to 27 MB streaming three int8 models instead of one: the output of a
+/// 4 MiB chunk of 8-bit words plus the 8 MiB buffer its 16-bit decoder used found
+/// no free block. That decoder now narrows in its own buffer (`wire::narrow`),
+/// and the heap stays at 18.5 MB for one model and for three (npm test `wasm
+/// memory does not grow with the model`).
 ///
 /// Checks, in order: the chunk header, the program's syntax, types and limits,
 /// that the program's type matches the declared length, and after running it

@@ -199,9 +199,11 @@ fn narrow<F: FnOnce(&mut [u16]) -> Result<()>>(out: &mut Vec<u8>, decode: F) -> 
     let mut buf = alloc::vec![0u8; 2 * n];
     // The allocator aligns every block to 8 bytes: this cannot fail, and is an
     // error rather than a panic if an allocator ever made it one.
-    decode(bytemuck::try_cast_slice_mut(&mut buf).map_err(|_| FormatError::Invalid {
-        what: "16-bit decode buffer (misaligned allocation)",
-    })?)?;
+    decode(
+        bytemuck::try_cast_slice_mut(&mut buf).map_err(|_| FormatError::Invalid {
+            what: "16-bit decode buffer (misaligned allocation)",
+        })?,
+    )?;
     // Little-endian: word `i`'s low byte is byte `2i`. Block by block, each block
     // of words copied out whole before its bytes are written (a block's writes end
     // where its words began), then narrowed in a loop that vectorizes.
