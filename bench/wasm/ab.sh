@@ -27,6 +27,8 @@ package() {  # package REV -> prints the unpacked package's directory
   if [[ $rev == WORKTREE ]]; then
     src=$ROOT
   else
+    # By commit, not by name: a worktree made for `HEAD` would serve later HEADs.
+    rev=$(git -C "$ROOT" rev-parse --short "$rev^{commit}")
     src=$WORK/src-$rev
     [[ -d $src ]] || git -C "$ROOT" worktree add -q --detach "$src" "$rev" >&2
   fi
