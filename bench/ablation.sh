@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Search ablation (issue 3): archive bytes and single-thread compress time on a
 # few corpus files for effort 0/1/2, A* vs the menu search, prior on/off,
-# context-coded literals on/off and the --fast-decode knob, all in one run.
+# context-coded literals on/off, sampled search of large tensor chunks on/off
+# and the --fast-decode knob, all in one run.
 # Writes bench/ABLATION.md.
 #
 #   bench/ablation.sh [CORPUS_DIR]
@@ -33,6 +34,7 @@ CONFIGS=(
   "astar e0 prior=none|--search astar --effort 0 --prior none"
   "astar e1 prior=none|--search astar --effort 1 --prior none"
   "astar e1 no-ctx|--search astar --effort 1 --no-ctx"
+  "astar e1 no-sample|--search astar --effort 1 --no-sample"
   "astar e1 fast-decode|--search astar --effort 1 --fast-decode"
 )
 tmp="$(mktemp -d)"

@@ -25,9 +25,9 @@ pub struct Args {
     #[arg(long, default_value_t = 1)]
     effort: u32,
     /// The synthesizer: `astar` (best-first over the grammar, ordered by the
-    /// prior, bounded by the effort; the default: same archives as the menu at
-    /// efforts 1 and 2, in less time) or `menu` (a fixed menu of decompositions
-    /// per dtype, every candidate built).
+    /// prior, bounded by the effort, large tensor chunks searched on a sample at
+    /// effort 1; the default) or
+    /// `menu` (a fixed menu of decompositions per dtype, every candidate built).
     #[arg(long, value_enum, default_value_t = SearchKind::Astar)]
     search: SearchKind,
     /// The production prior for `--search astar`: a file written by `brevis
@@ -37,6 +37,12 @@ pub struct Args {
     /// Never use context-coded literals (`Lit.ctx`), for ablations.
     #[arg(long)]
     no_ctx: bool,
+    /// Search every chunk whole, for ablations. By default `--search astar` at
+    /// effort 1 searches a tensor chunk of 512 Ki words or more on a sample of
+    /// it (one word in eight, in eight blocks of whole rows) and builds the
+    /// winning program on the whole chunk.
+    #[arg(long)]
+    no_sample: bool,
     /// Favour decode speed over size: no context-coded literals (`Lit.ctx`,
     /// `Lit.nbr`), a slower-decoding literal encoding only where it is 3%
     /// smaller, 1 MiB chunks instead of 4 MiB, and XXH3-128 file digests unless
@@ -93,6 +99,9 @@ fn synthesizer(args: &Args) -> Result<Box<dyn Synthesizer>> {
     if args.prior.is_some() && args.search != SearchKind::Astar {
         bail!("--prior only applies to --search astar");
     }
+    if args.no_sample && args.search != SearchKind::Astar {
+        bail!("--no-sample only applies to --search astar");
+    }
     Ok(match args.search {
         SearchKind::Menu => {
             let search = CandidateSearch {
@@ -114,6 +123,7 @@ fn synthesizer(args: &Args) -> Result<Box<dyn Synthesizer>> {
             let search = AStarSearch {
                 ctx: !args.no_ctx,
                 prior,
+                sample: !args.no_sample,
                 ..AStarSearch::with_effort(args.effort)
             };
             Box::new(if args.fast_decode { search.fast_decode() } else { search })
