@@ -29,7 +29,7 @@
 //!
 //! At effort 1 a large tensor chunk (512 Ki words or more) is searched on a
 //! sample of it, one word in eight in eight evenly spaced blocks of whole rows
-//! ([`sample`]), and the winning program's productions are replayed on the
+//! (`sample`), and the winning program's productions are replayed on the
 //! whole chunk (`Run::replay`): the program's shape (operators, field widths,
 //! context splits) comes from the sample, its literals' encodings and regime
 //! cuts from the whole chunk's words. Every candidate the search builds encodes
@@ -72,7 +72,7 @@ pub struct AStarSearch {
     /// Most expansions per chunk before the best partial program is completed greedily.
     pub budget: usize,
     /// At effort 1, search a large tensor chunk on a sample of it and build the
-    /// winning program's productions on the whole chunk ([`sample`]).
+    /// winning program's productions on the whole chunk (see the module docs).
     pub sample: bool,
 }
 
