@@ -420,7 +420,33 @@ impl Run<'_> {
     }
 }
 
-impl Run<'_> {
+impl<'a> Run<'a> {
+    /// A fresh search state for `search` (recording choices if `trace`).
+    fn new(search: &'a AStarSearch, trace: bool) -> Self {
+        Run {
+            search,
+            grammar: search.grammar(),
+            trace,
+            memo: HashMap::new(),
+            choices: HashMap::new(),
+            expansions: 0,
+            holes: 0,
+        }
+    }
+
+    /// The state with nothing decided: one hole, the whole `root`.
+    fn start(&mut self, root: &Stream, hint: Hint) -> State {
+        State {
+            g: 0,
+            bits: 0.0,
+            open: vec![self.hole(root.clone(), Role::Root(hint), 0, None)],
+            steps: Vec::new(),
+            pending: None,
+            deferred: false,
+            trace: Vec::new(),
+        }
+    }
+
     /// Applies `prods` (a program's productions in pre-order) to `st` until it
     /// is complete; `None` if one does not apply or their number is not the
     /// program's.
@@ -515,24 +541,8 @@ impl AStarSearch {
         if lit != self.lit {
             return AStarSearch { lit, ..self.clone() }.solve(root, hint, trace);
         }
-        let mut run = Run {
-            search: self,
-            grammar: self.grammar(),
-            trace,
-            memo: HashMap::new(),
-            choices: HashMap::new(),
-            expansions: 0,
-            holes: 0,
-        };
-        let start = State {
-            g: 0,
-            bits: 0.0,
-            open: vec![run.hole(root.clone(), Role::Root(hint), 0, None)],
-            steps: Vec::new(),
-            pending: None,
-            deferred: false,
-            trace: Vec::new(),
-        };
+        let mut run = Run::new(self, trace);
+        let start = run.start(root, hint);
         let fresh = start.clone();
         // A large tensor chunk at effort 1: the search runs on a sample of it,
         // and its winning program's productions are replayed on the whole chunk
@@ -830,15 +840,7 @@ mod tests {
                     prior: None,
                     ..AStarSearch::with_effort(1)
                 };
-                let mut run = Run {
-                    search: &search,
-                    grammar: search.grammar(),
-                    trace: false,
-                    memo: HashMap::new(),
-                    choices: HashMap::new(),
-                    expansions: 0,
-                    holes: 0,
-                };
+                let mut run = Run::new(&search, false);
                 let best = exhaustive(&mut run, &s, Role::Root(hint), 0);
                 let solved = search.solve(&s, hint, false);
                 assert_eq!(solved.size, best, "{hint:?} n={n}: {}", solved.node);
@@ -1071,24 +1073,8 @@ mod tests {
             let search = AStarSearch::with_effort(1);
             let solved = search.solve(&s, hint, true);
             let prods: Vec<Prod> = solved.trace.iter().map(|(_, p)| *p).collect();
-            let mut run = Run {
-                search: &search,
-                grammar: search.grammar(),
-                trace: false,
-                memo: HashMap::new(),
-                choices: HashMap::new(),
-                expansions: 0,
-                holes: 0,
-            };
-            let start = State {
-                g: 0,
-                bits: 0.0,
-                open: vec![run.hole(s.clone(), Role::Root(hint), 0, None)],
-                steps: Vec::new(),
-                pending: None,
-                deferred: false,
-                trace: Vec::new(),
-            };
+            let mut run = Run::new(&search, false);
+            let start = run.start(&s, hint);
             let st = run
                 .replay(start.clone(), &prods)
                 .expect("the program's own productions apply");
