@@ -552,6 +552,8 @@ impl AStarSearch {
         let guided = if self.sample && self.effort == 1 && !trace {
             sample(root, hint).and_then(|s| {
                 let guide = self.solve(&s, hint, true);
+                // The sample's expansions count as this chunk's (`--report`).
+                run.expansions += guide.expansions;
                 let prods: Vec<Prod> = guide.trace.into_iter().map(|(_, p)| p).collect();
                 run.replay(start.clone(), &prods)
             })
@@ -1137,6 +1139,8 @@ mod tests {
         .solve(&s, hint, false);
         decodes_to(&sampled.node, &s);
         assert_eq!(sampled.size, serialized_size(&sampled.node));
+        // The sample's search counts: more expansions than replaying the program alone.
+        assert!(sampled.expansions > sampled.node.to_string().matches('(').count());
         // The same statistics throughout: the sample finds the whole chunk's program.
         assert_eq!(sampled.node.to_string(), whole.node.to_string());
     }
