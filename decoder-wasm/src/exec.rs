@@ -232,8 +232,9 @@ impl ParsedChunk {
 }
 
 /// The program of chunk record `body`, parsed by `parse` (with or without copies
-/// of the payloads) and checked against the chunk's header, and that header. (Inlined: in WebAssembly [`decode_chunk_bytes`] stays one function,
-/// a smaller module.)
+/// of the payloads) and checked against the chunk's header, and that header.
+/// (Inlined: in WebAssembly [`decode_chunk_bytes`] stays one function, a smaller
+/// module.)
 #[inline(always)]
 fn parse_chunk<'a, P>(
     body: &'a [u8],

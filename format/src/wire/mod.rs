@@ -188,15 +188,17 @@ fn narrow<F: FnOnce(&mut [u8]) -> Result<()>>(out: &mut [u8], decode: F) -> Resu
 
 /// See the native `narrow`. Words of at most 8 bits: the narrowing loses nothing.
 ///
-/// The 16-bit words are decoded into one buffer of `2 * out.len()` bytes, which
-/// then keeps each word's low byte in place and shrinks to `out.len()`: one large
-/// allocation at a time, never the output plus a buffer twice its size (the
-/// module's heap never shrinks, and a 4 MiB chunk asked for 12 MiB at once).
+/// The 16-bit words are decoded into the output's own buffer grown to
+/// `2 * out.len()` bytes, which then keeps each word's low byte in place and
+/// shrinks back: one large allocation at a time, never the output plus a buffer
+/// twice its size (the module's heap never shrinks, and a 4 MiB chunk asked for
+/// 12 MiB at once).
 #[cfg(target_arch = "wasm32")]
 fn narrow<F: FnOnce(&mut [u16]) -> Result<()>>(out: &mut Vec<u8>, decode: F) -> Result<()> {
     let n = out.len();
-    *out = Vec::new();
-    let mut buf = alloc::vec![0u8; 2 * n];
+    // The output's own allocation, grown (in place where the heap allows).
+    let mut buf = core::mem::take(out);
+    buf.resize(2 * n, 0);
     // The allocator aligns every block to 8 bytes: this cannot fail, and is an
     // error rather than a panic if an allocator ever made it one.
     decode(
