@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Search ablation (issue 3): archive bytes and single-thread compress time on a
 # few corpus files for effort 0/1/2, A* vs the menu search, prior on/off,
-# context-coded literals on/off, sampled search of large tensor chunks on/off
+# context-coded literals on/off, sampled search of large tensor chunks on/off,
+# like chunks built from an earlier one's program shape on/off
 # and the --fast-decode knob, all in one run.
 # Writes bench/ABLATION.md.
 #
@@ -25,16 +26,17 @@ FILES=(
 )
 CONFIGS=(
   "menu e0|--search menu --effort 0"
-  "menu e1 (default)|--search menu --effort 1"
+  "menu e1|--search menu --effort 1"
   "menu e2|--search menu --effort 2"
   "menu e1 no-ctx|--search menu --effort 1 --no-ctx"
   "astar e0|--search astar --effort 0"
-  "astar e1|--search astar --effort 1"
+  "astar e1 (default)|--search astar --effort 1"
   "astar e2|--search astar --effort 2"
   "astar e0 prior=none|--search astar --effort 0 --prior none"
   "astar e1 prior=none|--search astar --effort 1 --prior none"
   "astar e1 no-ctx|--search astar --effort 1 --no-ctx"
   "astar e1 no-sample|--search astar --effort 1 --no-sample"
+  "astar e1 no-reuse|--search astar --effort 1 --no-reuse"
   "astar e1 fast-decode|--search astar --effort 1 --fast-decode"
 )
 tmp="$(mktemp -d)"

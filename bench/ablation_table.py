@@ -11,13 +11,13 @@ for line in open(raw):
     rows.setdefault(cfg, {})[f] = (int(size), float(wall), float(cpu))
     if f not in files:
         files.append(f)
-base = rows.get("menu e1 (default)")
+base = rows.get("astar e1 (default)")
 print("# Search ablation (issue 3)\n")
 print(f"- date: {datetime.date.today().isoformat()}, git {githash}")
 print(f"- command: `{command}` (single thread: `brevis compress --threads 1`)")
 print("- each cell: archive bytes / CPU seconds (user + system) of the whole compress (read, search, verify, write);")
 print("  wall seconds are in the totals (the machine is shared, so CPU time is the steadier figure)")
-print("- Δ: archive bytes against `menu e1 (default)`\n")
+print("- Δ: archive bytes against `astar e1 (default)` (the CLI's default)\n")
 print("| config | " + " | ".join(files) + " | total bytes | Δ total | total CPU s | total wall s |")
 print("|---|" + "---|" * (len(files) + 4))
 for cfg, r in rows.items():

@@ -427,3 +427,80 @@ fn several_threads_decode_as_one_does() {
         }
     }
 }
+
+#[test]
+fn like_tensors_reuse_an_earlier_programs_shape_whatever_the_threads() {
+    // 40 tensors of one role in 40 layers, as a transformer's: each is one
+    // chunk; from the second round of 16 chunks on, each is built from the
+    // first one's template instead of searched.
+    use safetensors::tensor::{Dtype, TensorView};
+    let mut state = 0x2545_f491_4f6c_dd1du64;
+    let mut normal = || {
+        (0..4)
+            .map(|_| {
+                state = state
+                    .wrapping_mul(6_364_136_223_846_793_005)
+                    .wrapping_add(1_442_695_040_888_963_407);
+                (state >> 11) as f64 / (1u64 << 53) as f64 - 0.5
+            })
+            .sum::<f64>()
+            * 0.04
+    };
+    let layers: Vec<(String, Vec<u8>)> = (0..40)
+        .map(|i| {
+            let w = (0..96 * 256)
+                .flat_map(|_| (((normal() as f32).to_bits() >> 16) as u16).to_le_bytes())
+                .collect();
+            // Zero-padded: safetensors stores tensors in name order.
+            (format!("layer.{i:02}.dense.weight"), w)
+        })
+        .collect();
+    let views: Vec<(&str, TensorView<'_>)> = layers
+        .iter()
+        .map(|(name, w)| (name.as_str(), TensorView::new(Dtype::BF16, vec![96, 256], w).unwrap()))
+        .collect();
+    let model = safetensors::serialize(views, None).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    fs::write(d.join("model.safetensors"), &model).unwrap();
+    let compress = |out: &str, flags: &[&str]| {
+        let report = format!("{out}.json");
+        let mut args = vec!["compress", "model.safetensors", "-q", "-o", out, "--report", &report];
+        args.extend_from_slice(flags);
+        ok(&brevis(&args, d));
+        let r: serde_json::Value = serde_json::from_str(&fs::read_to_string(d.join(&report)).unwrap()).unwrap();
+        // Candidates compared per layer, in layer order.
+        let mut per_layer = std::collections::BTreeMap::new();
+        for t in r["tensors"].as_array().unwrap() {
+            let name = t["name"].as_str().unwrap();
+            if let Some(i) = name.strip_prefix("layer.").and_then(|n| n.split('.').next()) {
+                per_layer.insert(i.parse::<usize>().unwrap(), t["candidates"].as_u64().unwrap());
+            }
+        }
+        (
+            fs::read(d.join(out)).unwrap(),
+            per_layer.into_values().collect::<Vec<u64>>(),
+        )
+    };
+    let (one, candidates) = compress("t1.brv", &["--threads", "1"]);
+    for threads in ["2", "3"] {
+        let (archive, _) = compress(&format!("t{threads}.brv"), &["--threads", threads]);
+        assert!(archive == one, "--threads {threads} wrote another archive");
+    }
+    ok(&brevis(&["decompress", "t1.brv", "-o", "back", "-q"], d));
+    assert!(fs::read(d.join("back/model.safetensors")).unwrap() == model);
+    // The file's first chunk is its header, so layers 15 on are in later rounds:
+    // one candidate per production of layer 0's program, fewer than its search.
+    let built = candidates[15];
+    assert!(candidates[15..].iter().all(|&c| c == built), "{candidates:?}");
+    assert!(candidates[0] > built, "{candidates:?}");
+    // Searching every chunk instead costs candidates and saves almost nothing.
+    let (searched, no_reuse) = compress("s.brv", &["--no-reuse"]);
+    assert!(no_reuse[15..].iter().all(|&c| c > built), "{no_reuse:?}");
+    assert!(
+        one.len() as f64 <= searched.len() as f64 * 1.001,
+        "{} vs {}",
+        one.len(),
+        searched.len()
+    );
+}

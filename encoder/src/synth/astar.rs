@@ -27,14 +27,20 @@
 //! greedy: the root's two most likely productions by the prior (and a row
 //! scan, where the grammar offers one), every other hole its most likely one.
 //!
-//! At effort 1 a large tensor chunk (512 Ki words or more) is searched on a
-//! sample of it, one word in eight in eight evenly spaced blocks of whole rows
-//! (`sample`), and the winning program's productions are replayed on the
-//! whole chunk (`Run::replay`): the program's shape (operators, field widths,
-//! context splits) comes from the sample, its literals' encodings and regime
-//! cuts from the whole chunk's words. Every candidate the search builds encodes
-//! its whole target, so this divides the search's cost by about the sample's
-//! ratio.
+//! At effort 1 a large tensor chunk (128 Ki words or more) is searched on a
+//! sample of it, one word in eight (and at least 64 Ki words) in eight evenly
+//! spaced blocks of whole rows (`sample`), and the winning program's
+//! productions are replayed on the whole chunk (`Run::replay`): the program's
+//! shape (operators, field widths, context splits) comes from the sample, its
+//! literals' encodings and regime cuts from the whole chunk's words. Every
+//! candidate the search builds encodes its whole target, so this divides the
+//! search's cost by about the sample's ratio.
+//!
+//! Also at effort 1, a chunk like an earlier one (the same tensor role in
+//! another layer: see `compress.rs`) is first built from that chunk's
+//! program's productions, its [`Template`] (`Synthesizer::synthesize_reusing`),
+//! and searched only where they do not apply: a transformer's layers hold the
+//! same kinds of weights, and their programs' shapes rarely differ.
 
 use std::cmp::Ordering;
 use std::collections::{BinaryHeap, HashMap};
@@ -50,7 +56,7 @@ use super::prior::{Context, Prior, PriorCounts};
 use super::productions::{
     ctx_leaf, hole_lower_bound, lit_mode, mostly_repeated_words, open, productions, Grammar, LitMode, Prod, Role, Shape,
 };
-use super::{CandidateSearch, Hint, Synthesizer};
+use super::{CandidateSearch, Hint, Synthesizer, Template};
 
 /// Bytes per bit of prior cost in the priority.
 const LAMBDA: f64 = 1.0 / 256.0;
@@ -74,6 +80,9 @@ pub struct AStarSearch {
     /// At effort 1, search a large tensor chunk on a sample of it and build the
     /// winning program's productions on the whole chunk (see the module docs).
     pub sample: bool,
+    /// At effort 1, build a template offered by an earlier chunk like this one
+    /// before searching ([`Synthesizer::synthesize_reusing`]; see the module docs).
+    pub reuse: bool,
 }
 
 impl AStarSearch {
@@ -91,6 +100,7 @@ impl AStarSearch {
                 _ => 16384,
             },
             sample: true,
+            reuse: true,
         }
     }
 
@@ -465,15 +475,17 @@ impl<'a> Run<'a> {
 }
 
 /// Chunks of fewer words are searched whole.
-const SAMPLE_MIN_WORDS: usize = 512 << 10;
+const SAMPLE_MIN_WORDS: usize = 128 << 10;
 /// A sample is this many blocks, evenly spaced...
 const SAMPLE_BLOCKS: usize = 8;
-/// ... holding one word in this many.
+/// ... holding one word in this many...
 const SAMPLE_EVERY: usize = 8;
+/// ... or this many words, if more.
+const SAMPLE_FLOOR_WORDS: usize = 64 << 10;
 
 /// The words of `root` the search runs on when it is large: [`SAMPLE_BLOCKS`]
 /// evenly spaced blocks of whole rows (a tensor's), one word in
-/// [`SAMPLE_EVERY`] in all.
+/// [`SAMPLE_EVERY`] in all, or [`SAMPLE_FLOOR_WORDS`] if more.
 ///
 /// Tensors only: on opaque data (whisper's CTranslate2 file, the pickled
 /// `.pth` files' raw storage) a build that sampled those chunks too missed
@@ -492,7 +504,7 @@ fn sample(root: &Stream, hint: Hint) -> Option<Stream> {
     if n < SAMPLE_MIN_WORDS {
         return None;
     }
-    let mut block = n / (SAMPLE_BLOCKS * SAMPLE_EVERY);
+    let mut block = (n / (SAMPLE_BLOCKS * SAMPLE_EVERY)).max(SAMPLE_FLOOR_WORDS / SAMPLE_BLOCKS);
     // Blocks start and end on rows, unless a row is longer than a block.
     let row = usize::try_from(row).ok().filter(|&r| r > 0 && r <= block).unwrap_or(1);
     block = block / row * row;
@@ -529,19 +541,29 @@ impl AStarSearch {
     /// Searches a program for `root`; with `trace`, also returns the winning
     /// program's `(context, production)` choices (for `brevis train-prior`).
     pub fn solve(&self, root: &Stream, hint: Hint, trace: bool) -> Solved {
+        self.solve_from(root, hint, trace, None)
+    }
+
+    /// [`Self::solve`], building `template`'s productions on `root` first (the
+    /// result, where they apply). With a template the trace holds the
+    /// program's productions even when not asked for.
+    fn solve_from(&self, root: &Stream, hint: Hint, trace: bool, template: Option<&[Prod]>) -> Solved {
         let lit = self.lit.for_hint(hint);
         if lit != self.lit {
-            return AStarSearch { lit, ..self.clone() }.solve(root, hint, trace);
+            return AStarSearch { lit, ..self.clone() }.solve_from(root, hint, trace, template);
         }
-        let mut run = Run::new(self, trace);
+        let mut run = Run::new(self, trace || template.is_some());
         let start = run.start(root, hint);
         let fresh = start.clone();
+        let reused = template.and_then(|t| run.replay(start.clone(), t));
         // A large tensor chunk at effort 1: the search runs on a sample of it,
         // and its winning program's productions are replayed on the whole chunk
         // (every candidate encodes its whole target exactly, so the search's
         // cost grows with the chunk). Where the replay does not apply, the
         // whole chunk is searched.
-        let guided = if self.sample && self.effort == 1 && !trace {
+        let guided = if reused.is_some() {
+            reused
+        } else if self.sample && self.effort == 1 && !trace {
             sample(root, hint).and_then(|s| {
                 let guide = self.solve(&s, hint, true);
                 // The sample's expansions count as this chunk's (`--report`).
@@ -676,6 +698,21 @@ impl AStarSearch {
 impl Synthesizer for AStarSearch {
     fn synthesize(&self, root: &Stream, hint: Hint) -> Node {
         self.solve(root, hint, false).node
+    }
+
+    /// At effort 1 with `reuse`, on tensors (not opaque bytes, whose best
+    /// program depends on repeats only their own bytes hold): `template`'s
+    /// productions built on `root` where they apply, else a search; the
+    /// program's productions are offered on.
+    fn synthesize_reusing(&self, root: &Stream, hint: Hint, template: Option<&Template>) -> (Node, Option<Template>) {
+        if !self.reuse || self.effort != 1 || hint == Hint::Opaque {
+            return (self.synthesize(root, hint), None);
+        }
+        // No template: an empty one, which never applies, records the trace.
+        let prods = template.map_or(&[][..], |t| &t.0[..]);
+        let solved = self.solve_from(root, hint, false, Some(prods));
+        let offer = Template(solved.trace.into_iter().map(|(_, p)| p).collect());
+        (solved.node, Some(offer))
     }
 }
 
@@ -1105,6 +1142,10 @@ mod tests {
         // Rows longer than a block: blocks of the sampled length, unaligned.
         let wide = sample(&s, Hint::Tensor(DType::BF16, 100_000)).unwrap();
         assert_eq!(wide.len(), SAMPLE_BLOCKS * (n / (SAMPLE_BLOCKS * SAMPLE_EVERY)));
+        // Between the threshold and 8 x 64 Ki words: blocks of the floor's share.
+        let mid = Stream::from_u64s(16, &v[..200_000]).unwrap();
+        let got = sample(&mid, Hint::Tensor(DType::BF16, 0)).unwrap();
+        assert_eq!(got.len(), SAMPLE_FLOOR_WORDS);
         // Not a tensor, or too small: searched whole.
         assert!(sample(&s, Hint::Opaque).is_none());
         let small = Stream::from_u64s(16, &v[..SAMPLE_MIN_WORDS - 1]).unwrap();
@@ -1136,6 +1177,61 @@ mod tests {
         assert_eq!(sampled.expansions, guide.expansions + guide.trace.len());
         // The same statistics throughout: the sample finds the whole chunk's program.
         assert_eq!(sampled.node.to_string(), whole.node.to_string());
+    }
+
+    #[test]
+    fn a_template_builds_a_like_chunk_and_an_unfit_one_is_searched() {
+        let weights = |seed: u64, bits: u8, exp_bits: u8| {
+            let mut r = rng(seed);
+            let mant = bits - 1 - exp_bits;
+            let bias = (1u64 << (exp_bits - 1)) - 1;
+            let v: Vec<u64> = (0..20_000)
+                .map(|_| {
+                    let e = bias - 1 - (r() % 4).min(r() % 4);
+                    ((r() & 1) << (bits - 1)) | (e << mant) | (r() & ((1 << mant) - 1))
+                })
+                .collect();
+            Stream::from_u64s(bits, &v).unwrap()
+        };
+        let (a, b) = (weights(1, 16, 8), weights(2, 16, 8));
+        let hint = Hint::Tensor(DType::BF16, 384);
+        let search = AStarSearch::with_effort(1);
+        let (first, offer) = search.synthesize_reusing(&a, hint, None);
+        let offer = offer.expect("effort 1 offers a template on tensors");
+        decodes_to(&first, &a);
+        assert_eq!(first.to_string(), search.synthesize(&a, hint).to_string());
+        // Built on a like chunk: one candidate per production, no search, and
+        // the same template offered on.
+        super::super::take_candidates();
+        let (second, again) = search.synthesize_reusing(&b, hint, Some(&offer));
+        assert_eq!(super::super::take_candidates() as usize, offer.0.len());
+        decodes_to(&second, &b);
+        assert_eq!(again.as_ref(), Some(&offer));
+        // A template that does not apply (a BF16 program's shape on FP32
+        // words): the chunk is searched, as without one.
+        let f32s = weights(3, 32, 8);
+        let f32_hint = Hint::Tensor(DType::F32, 384);
+        let (searched, _) = search.synthesize_reusing(&f32s, f32_hint, Some(&offer));
+        decodes_to(&searched, &f32s);
+        assert_eq!(searched.to_string(), search.synthesize(&f32s, f32_hint).to_string());
+        // Opaque bytes, other efforts and `reuse: false`: no template taken or offered.
+        let plain = |s: &AStarSearch, hint| s.synthesize_reusing(&b, hint, Some(&offer));
+        for (s, hint) in [
+            (search.clone(), Hint::Opaque),
+            (AStarSearch::with_effort(0), hint),
+            (AStarSearch::with_effort(2), hint),
+            (
+                AStarSearch {
+                    reuse: false,
+                    ..AStarSearch::with_effort(1)
+                },
+                hint,
+            ),
+        ] {
+            let (node, offered) = plain(&s, hint);
+            assert!(offered.is_none(), "effort {} {hint:?}", s.effort);
+            assert_eq!(node.to_string(), s.synthesize(&b, hint).to_string());
+        }
     }
 
     #[test]

@@ -45,7 +45,7 @@ pub fn take_candidates() -> u64 {
 }
 
 /// What the container knows about a chunk's data.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Hint {
     /// Raw data of a tensor of this dtype and row length (its last
     /// dimension, in words; 0 when it has fewer than two dimensions); the root
@@ -65,4 +65,20 @@ pub enum Hint {
 pub trait Synthesizer: Sync {
     /// A program whose output is exactly `root`.
     fn synthesize(&self, root: &Stream, hint: Hint) -> Node;
+
+    /// As [`Self::synthesize`], building `template` (the shape of an earlier,
+    /// similar chunk's program) on `root` first where this synthesizer reuses
+    /// templates and it applies. Returns the program and a template of it to
+    /// offer later similar chunks (`None`: this synthesizer offers none).
+    fn synthesize_reusing(&self, root: &Stream, hint: Hint, template: Option<&Template>) -> (Node, Option<Template>) {
+        let _ = template;
+        (self.synthesize(root, hint), None)
+    }
 }
+
+/// The shape of a program: its productions in pre-order (operators, field
+/// widths, context splits; not its literals' encodings), which a later chunk
+/// like the one it was found for can build on its own words instead of
+/// searching ([`Synthesizer::synthesize_reusing`]).
+#[derive(Clone, Debug, PartialEq)]
+pub struct Template(pub(crate) Vec<productions::Prod>);

@@ -25,8 +25,9 @@ pub struct Args {
     #[arg(long, default_value_t = 1)]
     effort: u32,
     /// The synthesizer: `astar` (best-first over the grammar, ordered by the
-    /// prior, bounded by the effort, large tensor chunks searched on a sample at
-    /// effort 1; the default) or
+    /// prior, bounded by the effort; at effort 1 large tensor chunks searched on
+    /// a sample, and like chunks built from an earlier one's program; the
+    /// default) or
     /// `menu` (a fixed menu of decompositions per dtype, every candidate built).
     #[arg(long, value_enum, default_value_t = SearchKind::Astar)]
     search: SearchKind,
@@ -38,11 +39,19 @@ pub struct Args {
     #[arg(long)]
     no_ctx: bool,
     /// Search every chunk whole, for ablations. By default `--search astar` at
-    /// effort 1 searches a tensor chunk of 512 Ki words or more on a sample of
-    /// it (one word in eight, in eight blocks of whole rows) and builds the
-    /// winning program on the whole chunk.
+    /// effort 1 searches a tensor chunk of 128 Ki words or more on a sample of
+    /// it (one word in eight, at least 64 Ki words, in eight blocks of whole
+    /// rows) and builds the winning program on the whole chunk.
     #[arg(long)]
     no_sample: bool,
+    /// Search every chunk, for ablations. By default `--search astar` at effort
+    /// 1 builds a tensor chunk with the program shape found for an earlier
+    /// chunk like it (the same tensor name but for its numbers, as the same
+    /// tensor of another layer; the same dtype, row length and size) in an
+    /// earlier round of 16 chunks, and searches only where that shape does not
+    /// apply.
+    #[arg(long)]
+    no_reuse: bool,
     /// Favour decode speed over size: no context-coded literals (`Lit.ctx`,
     /// `Lit.nbr`), a slower-decoding literal encoding only where it is 3%
     /// smaller, 1 MiB chunks instead of 4 MiB, and XXH3-128 file digests unless
@@ -99,6 +108,9 @@ fn synthesizer(args: &Args) -> Result<Box<dyn Synthesizer>> {
     if args.prior.is_some() && args.search != SearchKind::Astar {
         bail!("--prior only applies to --search astar");
     }
+    if args.no_reuse && args.search != SearchKind::Astar {
+        bail!("--no-reuse only applies to --search astar");
+    }
     if args.no_sample && args.search != SearchKind::Astar {
         bail!("--no-sample only applies to --search astar");
     }
@@ -124,6 +136,7 @@ fn synthesizer(args: &Args) -> Result<Box<dyn Synthesizer>> {
                 ctx: !args.no_ctx,
                 prior,
                 sample: !args.no_sample,
+                reuse: !args.no_reuse,
                 ..AStarSearch::with_effort(args.effort)
             };
             Box::new(if args.fast_decode { search.fast_decode() } else { search })

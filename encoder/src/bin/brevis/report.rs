@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::Result;
 use brevis_decoder::{Archive, DecodeError, DecodeLimits};
-use brevis_encoder::synth::{take_candidates, Hint, Synthesizer};
+use brevis_encoder::synth::{take_candidates, Hint, Synthesizer, Template};
 use brevis_encoder::FileReport;
 use brevis_format::archive::{chunk_checksum, ChunkRecord, SegmentKind};
 use brevis_format::program::{self, Node, OPERATOR_NAMES};
@@ -38,9 +38,13 @@ impl<'a> Recorder<'a> {
 
 impl Synthesizer for Recorder<'_> {
     fn synthesize(&self, root: &Stream, hint: Hint) -> Node {
+        self.synthesize_reusing(root, hint, None).0
+    }
+
+    fn synthesize_reusing(&self, root: &Stream, hint: Hint, template: Option<&Template>) -> (Node, Option<Template>) {
         take_candidates();
         let t = Instant::now();
-        let node = self.inner.synthesize(root, hint);
+        let found = self.inner.synthesize_reusing(root, hint, template);
         let elapsed = t.elapsed();
         let candidates = take_candidates();
         let mut bytes = Vec::with_capacity(root.mem_bytes());
@@ -51,7 +55,7 @@ impl Synthesizer for Recorder<'_> {
                 .expect("recorder lock")
                 .insert(key, (elapsed, candidates));
         }
-        node
+        found
     }
 }
 
