@@ -532,8 +532,9 @@ fn compress_planned<W: Write>(
         Ok(())
     };
     // Templates of earlier rounds' programs, by the key of the chunks they fit
-    // (the first chunk's of each key): a chunk like one before it is built
-    // from its template (delta chunks, whose words are XORs, excepted).
+    // (the last searched chunk's of each key): a chunk like one before it is
+    // built from its template where that fits (delta chunks, whose words are
+    // XORs, excepted), else searched, and its program becomes the template.
     let mut templates: HashMap<TemplateKey, Template> = HashMap::new();
     let masked: Vec<String> = plans.iter().map(|p| mask_numbers(&p.name)).collect();
     let key = |j: &ChunkJob<'_>| (masked[j.segment].clone(), j.hint, j.root_width, j.range.len());
@@ -590,9 +591,8 @@ fn compress_planned<W: Write>(
             verify_fallbacks += u64::from(d.fell_back);
         }
         if ends_round {
-            for (k, t) in offers.drain(..) {
-                templates.entry(k).or_insert(t);
-            }
+            // The last chunk searched of a key gives its template.
+            templates.extend(offers.drain(..));
         }
     }
     while next_segment < plans.len() {

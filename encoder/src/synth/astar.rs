@@ -151,6 +151,11 @@ pub struct Solved {
     pub node: Node,
     /// Its exact serialized size (equal to `serialized_size(&node)`).
     pub size: usize,
+    /// The size of the program the productions in `trace` build (`node` may
+    /// trade a few bytes of it for a faster-decoding root literal).
+    pub searched_size: usize,
+    /// Built from a template (no search).
+    pub from_template: bool,
     /// Productions applied (expansions) during the search.
     pub expansions: usize,
     /// The winning program's choices, `(context, production)`, when traced.
@@ -474,6 +479,13 @@ impl<'a> Run<'a> {
     }
 }
 
+/// How many more bytes per word (a fraction) a template may take on a chunk
+/// than where it was found before the chunk is searched instead: layers' weights
+/// differ a little in how well they compress; a shape that does not fit (a
+/// delta found on an embedding's first rows, special tokens, built on its other
+/// rows) costs several percent.
+const TEMPLATE_SLACK: f64 = 0.01;
+
 /// Chunks of fewer words are searched whole.
 const SAMPLE_MIN_WORDS: usize = 128 << 10;
 /// A sample is this many blocks, evenly spaced...
@@ -541,21 +553,28 @@ impl AStarSearch {
     /// Searches a program for `root`; with `trace`, also returns the winning
     /// program's `(context, production)` choices (for `brevis train-prior`).
     pub fn solve(&self, root: &Stream, hint: Hint, trace: bool) -> Solved {
-        self.solve_from(root, hint, trace, None)
+        self.solve_from(root, hint, trace, false, None)
     }
 
-    /// [`Self::solve`], building `template`'s productions on `root` first (the
-    /// result, where they apply). With a template the trace holds the
-    /// program's productions even when not asked for.
-    fn solve_from(&self, root: &Stream, hint: Hint, trace: bool, template: Option<&[Prod]>) -> Solved {
+    /// [`Self::solve`], building `template`'s productions on `root` first: the
+    /// result where they apply and take at most [`TEMPLATE_SLACK`] more bytes
+    /// per word than they did where the template was found
+    /// ([`Solved::from_template`]). With `record`, the trace holds the
+    /// program's productions even when `trace` is off.
+    fn solve_from(&self, root: &Stream, hint: Hint, trace: bool, record: bool, template: Option<&Template>) -> Solved {
         let lit = self.lit.for_hint(hint);
         if lit != self.lit {
-            return AStarSearch { lit, ..self.clone() }.solve_from(root, hint, trace, template);
+            return AStarSearch { lit, ..self.clone() }.solve_from(root, hint, trace, record, template);
         }
-        let mut run = Run::new(self, trace || template.is_some());
+        let mut run = Run::new(self, trace || record);
         let start = run.start(root, hint);
         let fresh = start.clone();
-        let reused = template.and_then(|t| run.replay(start.clone(), t));
+        let reused = template.and_then(|t| {
+            let built = run.replay(start.clone(), &t.prods)?;
+            let allowed = t.bytes_per_word * root.len() as f64 * (1.0 + TEMPLATE_SLACK);
+            (built.g as f64 <= allowed).then_some(built)
+        });
+        let from_template = reused.is_some();
         // A large tensor chunk at effort 1: the search runs on a sample of it,
         // and its winning program's productions are replayed on the whole chunk
         // (every candidate encodes its whole target exactly, so the search's
@@ -616,6 +635,8 @@ impl AStarSearch {
         Solved {
             size: serialized_size(&node),
             node,
+            searched_size: best.g,
+            from_template,
             expansions: run.expansions,
             trace: best
                 .trace
@@ -702,17 +723,19 @@ impl Synthesizer for AStarSearch {
 
     /// At effort 1 with `reuse`, on tensors (not opaque bytes, whose best
     /// program depends on repeats only their own bytes hold): `template`'s
-    /// productions built on `root` where they apply, else a search; the
-    /// program's productions are offered on.
+    /// productions built on `root` where they apply and cost about what they
+    /// did where it was found, else a search, whose program is offered on.
     fn synthesize_reusing(&self, root: &Stream, hint: Hint, template: Option<&Template>) -> (Node, Option<Template>) {
         if !self.reuse || self.effort != 1 || hint == Hint::Opaque {
             return (self.synthesize(root, hint), None);
         }
-        // No template: an empty one, which never applies, records the trace.
-        let prods = template.map_or(&[][..], |t| &t.0[..]);
-        let solved = self.solve_from(root, hint, false, Some(prods));
-        let offer = Template(solved.trace.into_iter().map(|(_, p)| p).collect());
-        (solved.node, Some(offer))
+        let solved = self.solve_from(root, hint, false, true, template);
+        let offer = (!solved.from_template).then(|| Template {
+            // The search's size (the trace's program), not `prefer_fast_root`'s.
+            bytes_per_word: solved.searched_size as f64 / root.len().max(1) as f64,
+            prods: solved.trace.into_iter().map(|(_, p)| p).collect(),
+        });
+        (solved.node, offer)
     }
 }
 
@@ -1200,13 +1223,26 @@ mod tests {
         let offer = offer.expect("effort 1 offers a template on tensors");
         decodes_to(&first, &a);
         assert_eq!(first.to_string(), search.synthesize(&a, hint).to_string());
-        // Built on a like chunk: one candidate per production, no search, and
-        // the same template offered on.
+        // Built on a like chunk: one candidate per production, no search.
         super::super::take_candidates();
         let (second, again) = search.synthesize_reusing(&b, hint, Some(&offer));
-        assert_eq!(super::super::take_candidates() as usize, offer.0.len());
+        assert_eq!(super::super::take_candidates() as usize, offer.prods.len());
         decodes_to(&second, &b);
-        assert_eq!(again.as_ref(), Some(&offer));
+        assert_eq!(again, None, "built, not searched: nothing new to offer");
+        // A template that applies but takes over 1% more bytes per word than
+        // where it was found (a row scan found on smooth rows, built on the
+        // same rows shuffled): searched, and the search's program offered.
+        let h16 = Hint::Tensor(DType::F16, 256);
+        let (_, scan) = search.synthesize_reusing(&smooth_f16(96, 256, false), h16, None);
+        let scan = scan.expect("offered");
+        let shuffled = smooth_f16(96, 256, true);
+        let mut run = Run::new(&search, false);
+        let start = run.start(&shuffled, h16);
+        let built = run.replay(start, &scan.prods).expect("a row scan builds any rows");
+        assert!(built.g as f64 > scan.bytes_per_word * shuffled.len() as f64 * 1.01);
+        let (node, offered) = search.synthesize_reusing(&shuffled, h16, Some(&scan));
+        assert_eq!(node.to_string(), search.synthesize(&shuffled, h16).to_string());
+        assert!(offered.is_some_and(|t| t != scan));
         // A template that does not apply (a BF16 program's shape on FP32
         // words): the chunk is searched, as without one.
         let f32s = weights(3, 32, 8);

@@ -79,6 +79,10 @@ pub trait Synthesizer: Sync {
 /// The shape of a program: its productions in pre-order (operators, field
 /// widths, context splits; not its literals' encodings), which a later chunk
 /// like the one it was found for can build on its own words instead of
-/// searching ([`Synthesizer::synthesize_reusing`]).
+/// searching ([`Synthesizer::synthesize_reusing`]), and the bytes per word it
+/// took there.
 #[derive(Clone, Debug, PartialEq)]
-pub struct Template(pub(crate) Vec<productions::Prod>);
+pub struct Template {
+    pub(crate) prods: Vec<productions::Prod>,
+    pub(crate) bytes_per_word: f64,
+}
