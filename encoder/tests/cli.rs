@@ -342,11 +342,11 @@ fn digest_flags_pick_the_file_hash() {
 
 /// A safetensors file of one BF16 tensor of `rows` × 1024 normal-ish weights
 /// (a chunk of more than 1 MiB at 512 rows and up) and a small FP32 one.
-fn weights_file(rows: usize) -> Vec<u8> {
-    use safetensors::tensor::{Dtype, TensorView};
-    let mut state = 0x9e37_79b9_7f4a_7c15u64;
-    let mut normal = || {
-        // A sum of uniforms: close enough to normal for weights' exponents.
+/// Weight-like values from `seed`: a sum of uniforms, close enough to normal
+/// (sigma about 0.04) for weights' exponents.
+fn weights_sampler(seed: u64) -> impl FnMut() -> f64 {
+    let mut state = seed;
+    move || {
         (0..4)
             .map(|_| {
                 state = state
@@ -356,7 +356,12 @@ fn weights_file(rows: usize) -> Vec<u8> {
             })
             .sum::<f64>()
             * 0.04
-    };
+    }
+}
+
+fn weights_file(rows: usize) -> Vec<u8> {
+    use safetensors::tensor::{Dtype, TensorView};
+    let mut normal = weights_sampler(0x9e37_79b9_7f4a_7c15);
     let big: Vec<u8> = (0..rows * 1024)
         .flat_map(|_| (((normal() as f32).to_bits() >> 16) as u16).to_le_bytes())
         .collect();
@@ -434,18 +439,7 @@ fn like_tensors_reuse_an_earlier_programs_shape_whatever_the_threads() {
     // chunk; from the second round of 16 chunks on, each is built from the
     // first one's template instead of searched.
     use safetensors::tensor::{Dtype, TensorView};
-    let mut state = 0x2545_f491_4f6c_dd1du64;
-    let mut normal = || {
-        (0..4)
-            .map(|_| {
-                state = state
-                    .wrapping_mul(6_364_136_223_846_793_005)
-                    .wrapping_add(1_442_695_040_888_963_407);
-                (state >> 11) as f64 / (1u64 << 53) as f64 - 0.5
-            })
-            .sum::<f64>()
-            * 0.04
-    };
+    let mut normal = weights_sampler(0x2545_f491_4f6c_dd1d);
     let layers: Vec<(String, Vec<u8>)> = (0..40)
         .map(|i| {
             let w = (0..96 * 256)

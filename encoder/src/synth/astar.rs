@@ -502,11 +502,13 @@ const SAMPLE_FLOOR_WORDS: usize = 64 << 10;
 /// Tensors only: on opaque data (whisper's CTranslate2 file, the pickled
 /// `.pth` files' raw storage) a build that sampled those chunks too missed
 /// repeats that zstd frames found in the whole chunk, and made whisper's
-/// archive 0.25% larger. On tensors, the corpus archives changed by -0.19%
-/// (BF16: the whole chunk's search ran out of budget where the sample's did
-/// not) to +0.03% (isnet's FP16 ONNX), -0.033% on the ablation files, whose
-/// compression took 1.6x less CPU (`bench/ABLATION.md`: `astar e1` against
-/// `astar e1 no-sample`; per file in `bench/RESULTS.md`).
+/// archive 0.25% larger. On tensors, sampling from 512 Ki words changed the
+/// corpus archives by -0.19% (BF16: the whole chunk's search ran out of budget
+/// where the sample's did not) to +0.03% (isnet's FP16 ONNX), -0.033% on the
+/// ablation files, whose compression took 1.6x less CPU; from 128 Ki words
+/// with a floor of 64 Ki, the attention weights of MiniLM (147 Ki words) are
+/// sampled too (`bench/ABLATION.md`: `astar e1 (default)` against `astar e1
+/// no-sample`; per file in `bench/RESULTS.md`).
 fn sample(root: &Stream, hint: Hint) -> Option<Stream> {
     use brevis_format::stream::Words;
     let Hint::Tensor(_, row) = hint else {
