@@ -695,10 +695,9 @@ fn run<W: Word, I: Word>(
             Some(block) => {
                 // Two halves of four steps, each taking at most 4 words: the words
                 // come from a register, shifted out as they are used.
-                let all = u128::from_le_bytes(*block);
                 let mut used = 0u32;
                 for half in 0..2 {
-                    let mut win = (all >> (16 * used)) as u64;
+                    let mut win = window(block, used);
                     for l in 2 * half..2 * half + 2 {
                         let (w, xs) = t.word(x[l], |v| {
                             // Selects, not shifts by a variable: the fewest cycles from
@@ -730,6 +729,25 @@ fn run<W: Word, I: Word>(
         *d = W::from_u64(u64::from(w));
     }
     check_end(&x, pos, body, &STREAM_ERRORS)
+}
+
+/// The 4 words of `block` from word `used` (at most 4) on. Natively a shift of
+/// the block as a `u128`; WebAssembly has no 128-bit shift (LLVM writes one
+/// out with selects), so there a load at that offset.
+#[inline(always)]
+fn window(block: &[u8; 16], used: u32) -> u64 {
+    if cfg!(target_arch = "wasm32") {
+        window_loaded(block, used)
+    } else {
+        (u128::from_le_bytes(*block) >> (16 * used)) as u64
+    }
+}
+
+/// [`window`] as WebAssembly takes it: a load at word `used`.
+#[inline(always)]
+fn window_loaded(block: &[u8; 16], used: u32) -> u64 {
+    let at = (2 * used as usize).min(8);
+    block[at..].first_chunk::<8>().map_or(0, |w| u64::from_le_bytes(*w))
 }
 
 /// Renormalizes `v` from the word stream at `pos` (zeros past its end; `pos` still
@@ -863,6 +881,16 @@ mod tests {
         decode(&p, width, &mut back).unwrap();
         assert_eq!(back, v, "width {width} k {k}");
         p
+    }
+
+    #[test]
+    fn both_windows_are_the_same_words() {
+        let block: [u8; 16] = core::array::from_fn(|i| (i as u8).wrapping_mul(37) ^ 0xa5);
+        for used in 0..=4 {
+            let shifted = (u128::from_le_bytes(block) >> (16 * used)) as u64;
+            assert_eq!(window_loaded(&block, used), shifted, "used {used}");
+            assert_eq!(window(&block, used), shifted, "used {used}");
+        }
     }
 
     #[test]

@@ -481,6 +481,26 @@ fn load_tail(payload: &[u8], pos: usize) -> u64 {
     u64::from_be_bytes(b)
 }
 
+/// `u64::from_be_bytes(b)`. WebAssembly has no byte swap: LLVM writes one out
+/// as 22 shifts, masks and ors, one SIMD shuffle does it, on every refill of
+/// every Huffman and `hsplit` lane.
+#[inline(always)]
+fn be_u64(b: [u8; 8]) -> u64 {
+    #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
+    {
+        use core::arch::wasm32::{i8x16_swizzle, u64x2_extract_lane, u64x2_splat, u8x16};
+        let reversed = i8x16_swizzle(
+            u64x2_splat(u64::from_le_bytes(b)),
+            u8x16(7, 6, 5, 4, 3, 2, 1, 0, 15, 14, 13, 12, 11, 10, 9, 8),
+        );
+        u64x2_extract_lane::<0>(reversed)
+    }
+    #[cfg(not(all(target_arch = "wasm32", target_feature = "simd128")))]
+    {
+        u64::from_be_bytes(b)
+    }
+}
+
 /// Where one of the `L` bit streams is being read, most significant bit first.
 ///
 /// `word` holds the 8 bytes of the payload from byte `pos` on (big-endian; zeros past
@@ -503,7 +523,7 @@ impl Lane {
         self.pos += (self.used >> 3) as usize;
         self.used &= 7;
         self.word = match payload.get(self.pos..).and_then(|d| d.first_chunk::<8>()) {
-            Some(b) => u64::from_be_bytes(*b),
+            Some(b) => be_u64(*b),
             None => load_tail(payload, self.pos),
         };
     }
