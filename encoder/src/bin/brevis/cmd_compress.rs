@@ -49,7 +49,7 @@ pub struct Args {
     /// chunk like it (the same tensor name but for its numbers, as the same
     /// tensor of another layer; the same dtype, row length and size) in an
     /// earlier round of 16 chunks, and searches only where that shape does not
-    /// apply.
+    /// apply or takes over 1% more bytes per word than it did there.
     #[arg(long)]
     no_reuse: bool,
     /// Favour decode speed over size: no context-coded literals (`Lit.ctx`,
