@@ -144,16 +144,6 @@ struct ChunkJob<'b> {
     base: Option<&'b [u8]>,
 }
 
-struct ChunkDone {
-    segment: usize,
-    body: Vec<u8>,
-    decoded_len: u64,
-    program: String,
-    fell_back: bool,
-    /// The program's template, offered to later chunks like this one.
-    offer: Option<Template>,
-}
-
 /// Which chunks are alike for reusing a program's template: the tensor's name
 /// with its numbers masked (`layer.#.attention.self.query.weight`: the same
 /// role in another layer), the container's hint (dtype and row length, or
@@ -538,62 +528,49 @@ fn compress_planned<W: Write>(
     let mut templates: HashMap<TemplateKey, Template> = HashMap::new();
     let masked: Vec<String> = plans.iter().map(|p| mask_numbers(&p.name)).collect();
     let key = |j: &ChunkJob<'_>| (masked[j.segment].clone(), j.hint, j.root_width, j.range.len());
-    let groups = jobs.chunks(REUSE_ROUND).flat_map(|round| {
-        // The last group of a round says so, for its offers to be taken.
-        let n = round.len().div_ceil(batch);
-        round.chunks(batch).enumerate().map(move |(i, g)| (g, i + 1 == n))
-    });
-    let mut offers: Vec<(TemplateKey, Template)> = Vec::new();
-    for (group, ends_round) in groups {
-        let done: Vec<Result<ChunkDone>> = group
-            .par_iter()
-            .map(|j| {
-                let xored: Vec<u8>;
-                let bytes = match j.base {
-                    Some(b) => {
-                        xored = data[j.range.clone()].iter().zip(b).map(|(a, b)| a ^ b).collect();
-                        &xored[..]
+    for round in jobs.chunks(REUSE_ROUND) {
+        let mut offers: Vec<(TemplateKey, Template)> = Vec::new();
+        for group in round.chunks(batch) {
+            let done: Vec<Result<Encoded>> = group
+                .par_iter()
+                .map(|j| {
+                    let xored: Vec<u8>;
+                    let (bytes, template) = match j.base {
+                        Some(b) => {
+                            xored = data[j.range.clone()].iter().zip(b).map(|(a, b)| a ^ b).collect();
+                            (&xored[..], None)
+                        }
+                        None => (&data[j.range.clone()], templates.get(&key(j))),
+                    };
+                    let mut e = encode_chunk(bytes, j.root_width, j.hint, synth, template, &opts.limits)?;
+                    progress(bytes.len() as u64);
+                    if j.base.is_some() {
+                        e.program = format!("base ^ {}", e.program);
+                        e.offer = None;
                     }
-                    None => &data[j.range.clone()],
-                };
-                let template = if j.base.is_some() { None } else { templates.get(&key(j)) };
-                let e = encode_chunk(bytes, j.root_width, j.hint, synth, template, &opts.limits)?;
-                progress(bytes.len() as u64);
-                Ok(ChunkDone {
-                    segment: j.segment,
-                    body: e.body,
-                    decoded_len: bytes.len() as u64,
-                    program: if j.base.is_some() {
-                        format!("base ^ {}", e.program)
-                    } else {
-                        e.program
-                    },
-                    fell_back: e.fell_back,
-                    offer: if j.base.is_some() { None } else { e.offer },
+                    Ok(e)
                 })
-            })
-            .collect();
-        for (j, d) in group.iter().zip(done) {
-            let mut d = d?;
-            if let Some(t) = d.offer.take() {
-                offers.push((key(j), t));
+                .collect();
+            for (j, e) in group.iter().zip(done) {
+                let e = e?;
+                if let Some(t) = e.offer {
+                    offers.push((key(j), t));
+                }
+                // Segments with no chunks (empty tensors, copies) between the last written one and this one.
+                while next_segment <= j.segment {
+                    write_segment_header(w, next_segment, &mut segments)?;
+                    next_segment += 1;
+                }
+                let before = w.offset();
+                w.chunk(&e.body, j.range.len() as u64)?;
+                let s = &mut segments[j.segment];
+                s.compressed += w.offset() - before;
+                s.programs.push(e.program);
+                verify_fallbacks += u64::from(e.fell_back);
             }
-            // Segments with no chunks (empty tensors, copies) between the last written one and this one.
-            while next_segment <= d.segment {
-                write_segment_header(w, next_segment, &mut segments)?;
-                next_segment += 1;
-            }
-            let before = w.offset();
-            w.chunk(&d.body, d.decoded_len)?;
-            let s = &mut segments[d.segment];
-            s.compressed += w.offset() - before;
-            s.programs.push(d.program);
-            verify_fallbacks += u64::from(d.fell_back);
         }
-        if ends_round {
-            // The last chunk searched of a key gives its template.
-            templates.extend(offers.drain(..));
-        }
+        // The last chunk searched of a key gives its template.
+        templates.extend(offers);
     }
     while next_segment < plans.len() {
         write_segment_header(w, next_segment, &mut segments)?;
