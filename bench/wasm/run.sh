@@ -38,6 +38,8 @@ rev=$(cd "$ROOT" && git rev-parse --short HEAD)
   echo "Native rows are whole processes (\`brevis verify --threads N\`: read, decode, every checksum and file digest;"
   echo "\`zstd -d -c > /dev/null\`); wasm rows are the calls alone on bytes in memory: the raw binding \`decode_all\`,"
   echo "the \`BrevisDecompressionStream\` fed 64 KiB pieces, \`decodeArchive\`, and zstddec's \`decode\` of the zstd -19 file."
+  echo "\"wasm stream\" is the like-for-like figure for native \`verify\`: both decode every chunk and check every digest,"
+  echo "and neither fills an array the size of the file (\"raw\" does: Node touches that fresh memory page by page)."
   echo
   node --expose-gc decode.mjs --brevis "$BREVIS_BIN" --work "$WORK" --repeat "${REPEAT:-5}" "$@"
 } > RESULTS.md.tmp

@@ -12,7 +12,8 @@
 //! `L` lookups. Natively the table has 2^11, 2^13 or 2^16 entries, a constant of
 //! each instance of the decode loop, so the lookups carry no bounds checks and the
 //! loop is unrolled by `L`; in WebAssembly one instance per lane count serves every
-//! table size (indices masked instead), which keeps the module small. With
+//! table size (indices masked instead), which keeps the module small, and
+//! `huffman8`'s eight lanes decode four at a time (`run_halves`). With
 //! 16-bit words the table (256 KiB) lives in L2 and each lookup waits on the one
 //! before in its stream: eight streams decode BF16 words about 20% faster than four
 //! (`cargo bench -p brevis-format --bench coders -- decode/huffman`) for `4 x 2`
@@ -134,12 +135,12 @@ fn encoded_len_lanes<W: Word, const L: usize>(symbols: &[W], width: u8, census: 
 
 /// Decodes `out.len()` symbols of `width` bits from a payload made by [`encode`].
 pub fn decode<W: Word>(payload: &[u8], width: u8, out: &mut [W]) -> Result<()> {
-    decode_lanes(payload, width, out, LANES)
+    decode_lanes(payload, width, out, LANES, false)
 }
 
 /// Decodes `out.len()` symbols of `width` bits from a payload made by [`encode8`].
 pub fn decode8<W: Word>(payload: &[u8], width: u8, out: &mut [W]) -> Result<()> {
-    decode_lanes(payload, width, out, LANES8)
+    decode_lanes(payload, width, out, LANES8, HALVES8)
 }
 
 fn encode_lanes<W: Word, const L: usize>(symbols: &[W], width: u8) -> Option<Vec<u8>> {
@@ -183,8 +184,14 @@ fn encode_lanes<W: Word, const L: usize>(symbols: &[W], width: u8) -> Option<Vec
     Some(out)
 }
 
-/// Decodes a payload of `lanes` bit streams ([`LANES`] or [`LANES8`]).
-fn decode_lanes<W: Word>(payload: &[u8], width: u8, out: &mut [W], lanes: usize) -> Result<()> {
+/// Whether `huffman8` decodes its lanes four at a time ([`run_halves`]): in
+/// WebAssembly only. Natively, eight at once are faster: with this set natively,
+/// `bench/coders-ab.sh` gave 0.76x on BF16's exponent bytes and 7-bit mantissas.
+const HALVES8: bool = cfg!(target_arch = "wasm32");
+
+/// Decodes a payload of `lanes` bit streams ([`LANES`] or [`LANES8`]), with
+/// `halves`, [`LANES8`] of them four at a time.
+fn decode_lanes<W: Word>(payload: &[u8], width: u8, out: &mut [W], lanes: usize, halves: bool) -> Result<()> {
     let Some((syms, mut br)) = start_decode(payload, width, out, WHAT)? else {
         return Ok(());
     };
@@ -196,9 +203,9 @@ fn decode_lanes<W: Word>(payload: &[u8], width: u8, out: &mut [W], lanes: usize)
     let rest = &payload[table_end..];
     // (WebAssembly keeps one entry type: a smaller module.)
     if width <= NARROW_WIDTH && !cfg!(target_arch = "wasm32") {
-        decode_streams::<W, u16>(rest, &syms, &lens, &codes, maxlen, lanes, out)
+        decode_streams::<W, u16>(rest, &syms, &lens, &codes, maxlen, (lanes, halves), out)
     } else {
-        decode_streams::<W, u32>(rest, &syms, &lens, &codes, maxlen, lanes, out)
+        decode_streams::<W, u32>(rest, &syms, &lens, &codes, maxlen, (lanes, halves), out)
     }
 }
 
@@ -227,14 +234,14 @@ impl Entry for u32 {
 }
 
 /// Decodes the stream sizes and the `n` streams (at most [`LANES8`]) that follow
-/// the table.
+/// the table, with `halves` as [`run`] takes it.
 fn decode_streams<W: Word, E: Entry>(
     rest: &[u8],
     syms: &[u32],
     lens: &[u8],
     codes: &[u32],
     maxlen: u32,
-    n: usize,
+    (n, halves): (usize, bool),
     out: &mut [W],
 ) -> Result<()> {
     let bits = table_bits(maxlen);
@@ -262,9 +269,9 @@ fn decode_streams<W: Word, E: Entry>(
 
     #[cfg(not(target_arch = "wasm32"))]
     match bits {
-        11 => run(rest, &Fixed::<E, { 1 << 11 }>::new(&table)?, lanes, out),
-        13 => run(rest, &Fixed::<E, { 1 << 13 }>::new(&table)?, lanes, out),
-        _ => run(rest, &Fixed::<E, { 1 << 16 }>::new(&table)?, lanes, out),
+        11 => run(rest, &Fixed::<E, { 1 << 11 }>::new(&table)?, lanes, out, halves),
+        13 => run(rest, &Fixed::<E, { 1 << 13 }>::new(&table)?, lanes, out, halves),
+        _ => run(rest, &Fixed::<E, { 1 << 16 }>::new(&table)?, lanes, out, halves),
     }
     // In WebAssembly one loop per lane count serves every table size (a smaller
     // module).
@@ -278,6 +285,7 @@ fn decode_streams<W: Word, E: Entry>(
         },
         lanes,
         out,
+        halves,
     );
 
     for (l, &(start, end)) in lanes.iter().zip(streams.iter()) {
@@ -363,14 +371,19 @@ impl<E: Entry> Lookup for Masked<'_, E> {
 
 /// Decodes `out` from `lanes` ([`LANES`] or [`LANES8`] of them) with `table`, in a
 /// loop unrolled by the lane count (the lanes' state kept in registers or locals).
-fn run<W: Word, T: Lookup>(payload: &[u8], table: &T, lanes: &mut [Lane], out: &mut [W]) {
+/// With `halves`, eight lanes decode four at a time ([`run_halves`]).
+fn run<W: Word, T: Lookup>(payload: &[u8], table: &T, lanes: &mut [Lane], out: &mut [W], halves: bool) {
     if let Ok(fixed) = <&mut [Lane; LANES]>::try_from(&mut *lanes) {
         run_lanes(payload, table, fixed, out);
     } else if let Ok(fixed) = <&mut [Lane; LANES8]>::try_from(&mut *lanes) {
-        run_lanes(payload, table, fixed, out);
+        if halves {
+            run_halves(payload, table, fixed, out);
+        } else {
+            run_lanes(payload, table, fixed, out);
+        }
     } else {
-        // Not reached (no other lane count exists); still correct, only not unrolled.
-        run_lanes(payload, table, lanes, out);
+        // Not reached (no other lane count exists); still correct, only slower.
+        run_tail(payload, table, lanes, out);
     }
 }
 
@@ -399,12 +412,64 @@ fn run_lanes<W: Word, T: Lookup>(payload: &[u8], table: &T, lanes: &mut [Lane], 
         }
         done += block;
     }
-    for quad in out[done..].chunks_mut(l_count) {
+    run_tail(payload, table, lanes, &mut out[done..]);
+}
+
+/// Decodes `out` from `lanes` (round-robin), refilling before every word: the
+/// last words of a payload, where a lane may have fewer than 8 bytes left.
+fn run_tail<W: Word, T: Lookup>(payload: &[u8], table: &T, lanes: &mut [Lane], out: &mut [W]) {
+    for quad in out.chunks_mut(lanes.len()) {
         for (d, l) in quad.iter_mut().zip(lanes.iter_mut()) {
             l.refill(payload);
             *d = l.decode(table);
         }
     }
+}
+
+/// [`run_lanes`] for [`LANES8`] lanes, each block of words decoded in two passes of
+/// four lanes (lanes 0-3 fill words `8i..8i + 4`, then lanes 4-7 the others). Eight
+/// lanes' state (16 values, with the table, output and payload pointers beside
+/// them) is more than an engine's registers hold when it compiles WebAssembly for
+/// x86-64; four lanes' is not. In Node, the int8 ONNX corpus file's
+/// `--fast-decode` archive (mostly `huffman8`) decoded about 20% faster this way
+/// (`bench/wasm/AB.md`).
+fn run_halves<W: Word, T: Lookup>(payload: &[u8], table: &T, lanes: &mut [Lane; LANES8], out: &mut [W]) {
+    let per = (56 / table.bits()) as usize;
+    let block = LANES8 * per;
+    let mut done = 0;
+    for chunk in out.chunks_exact_mut(block) {
+        if !lanes.iter().all(|l| l.pos + 8 <= payload.len()) {
+            break;
+        }
+        run_half::<W, T, 0>(payload, table, lanes, chunk);
+        run_half::<W, T, { LANES8 / 2 }>(payload, table, lanes, chunk);
+        done += block;
+    }
+    run_tail(payload, table, lanes, &mut out[done..]);
+}
+
+/// One pass of [`run_halves`]: lanes `FIRST..FIRST + 4` (each with 8 bytes to
+/// load) decode words `FIRST..FIRST + 4` of each group of [`LANES8`] in `block`,
+/// their state copied to locals for the pass.
+#[inline(always)]
+fn run_half<W: Word, T: Lookup, const FIRST: usize>(
+    payload: &[u8],
+    table: &T,
+    lanes: &mut [Lane; LANES8],
+    block: &mut [W],
+) {
+    const HALF: usize = LANES8 / 2;
+    let mut local = [Lane::default(); HALF];
+    local.copy_from_slice(&lanes[FIRST..FIRST + HALF]);
+    for l in local.iter_mut() {
+        l.refill(payload);
+    }
+    for group in block.chunks_exact_mut(LANES8) {
+        for (d, l) in group[FIRST..FIRST + HALF].iter_mut().zip(local.iter_mut()) {
+            *d = l.decode(table);
+        }
+    }
+    lanes[FIRST..FIRST + HALF].copy_from_slice(&local);
 }
 
 /// Writes the code lengths `lens` (of at least two symbols, in increasing symbol
@@ -836,6 +901,41 @@ mod tests8 {
         use super::super::super::tables::testing::coder_tests;
 
         coder_tests!(Huffman8, "huffman8", crate::wire::huffman::read_lengths, rare: 1300, tables: [200, 700], data: 1.005, small: (1.05, 40.0));
+    }
+
+    /// Four lanes at a time (WebAssembly's loop) decode what eight at a time do,
+    /// to the last word of every length around a block's end, and the streams'
+    /// ends are checked the same way: a payload cut short fails both.
+    #[test]
+    fn four_lanes_at_a_time_decode_what_eight_do() {
+        use super::super::tables::testing::geometric;
+        use super::{decode_lanes, LANES8};
+        for (n, width) in [
+            (1usize, 8u8),
+            (39, 8),
+            (40, 8),
+            (41, 8),
+            (48, 8),
+            (4099, 8),
+            (65_537, 8),
+            (5000, 12),
+            (65_537, 16),
+        ] {
+            let v = geometric(n, width, 0.8, n as u64 + 7);
+            let payload = encode(&v, width).unwrap();
+            let mut eight = std::vec![0u16; n];
+            let mut four = std::vec![0u16; n];
+            decode_lanes(&payload, width, &mut eight, LANES8, false).unwrap();
+            decode_lanes(&payload, width, &mut four, LANES8, true).unwrap();
+            assert_eq!(eight, v, "{n} {width}");
+            assert_eq!(four, v, "{n} {width}");
+            let cut = &payload[..payload.len() - 1];
+            let (e, f) = (
+                decode_lanes(cut, width, &mut eight, LANES8, false),
+                decode_lanes(cut, width, &mut four, LANES8, true),
+            );
+            assert!(e.is_err() && f.is_err(), "{n} {width}: {e:?} {f:?}");
+        }
     }
 
     /// Eight streams hold the same codes as four, dealt out differently: the
