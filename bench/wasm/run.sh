@@ -40,6 +40,8 @@ rev=$(cd "$ROOT" && git rev-parse --short HEAD)
   echo "the \`BrevisDecompressionStream\` fed 64 KiB pieces, \`decodeArchive\`, and zstddec's \`decode\` of the zstd -19 file."
   echo "\"wasm stream\" is the like-for-like figure for native \`verify\`: both decode every chunk and check every digest,"
   echo "and neither fills an array the size of the file (\"raw\" does: Node touches that fresh memory page by page)."
+  echo "The package's APIs (stream, \`decodeArchive\`) hash SHA-256 files with node:crypto, as native \`verify\` uses the"
+  echo "CPU's SHA instructions; the raw binding hashes them in wasm."
   echo
   node --expose-gc decode.mjs --brevis "$BREVIS_BIN" --work "$WORK" --repeat "${REPEAT:-5}" "$@"
 } > RESULTS.md.tmp

@@ -59,7 +59,8 @@ pub enum Event {
     Data(Piece),
     /// The current segment is complete.
     SegmentEnd,
-    /// The current file is complete and its digest matched.
+    /// The current file is complete and its digest matched (unless
+    /// [`StreamDecoder::leave_sha256_to_caller`] said otherwise).
     FileEnd {
         /// Relative path.
         path: String,
@@ -400,6 +401,9 @@ pub struct StreamDecoder {
     hasher: Box<dyn FileHasher>,
     /// The hash of the FILE records' digests (from the header).
     digest_kind: DigestKind,
+    /// SHA-256 digests are the caller's to compute and check
+    /// ([`StreamDecoder::leave_sha256_to_caller`]).
+    sha256_by_caller: bool,
 }
 
 impl Default for StreamDecoder {
@@ -439,6 +443,7 @@ impl StreamDecoder {
             copy: None,
             hasher: Box::new(InlineHasher(Digester::new(DigestKind::Sha256))),
             digest_kind: DigestKind::Sha256,
+            sha256_by_caller: false,
         }
     }
 
@@ -446,6 +451,25 @@ impl StreamDecoder {
     /// first event: bytes already hashed stay with the previous hasher.
     pub fn set_file_hasher(&mut self, hasher: Box<dyn FileHasher>) {
         self.hasher = hasher;
+    }
+
+    /// Neither computes nor checks SHA-256 file digests: each file's
+    /// [`Event::FileEnd`] then carries the digest the archive states, and the
+    /// caller must hash the file's [`Event::Data`] itself and compare before it
+    /// trusts the file. BLAKE3 and XXH3 digests are still checked here. For
+    /// hosts with a faster SHA-256 than this crate's where it runs: the npm
+    /// package under Node, where node:crypto uses the CPU's SHA instructions
+    /// and the WebAssembly build has none (its SHA-256 took 31% of a
+    /// default-settings BF16 archive's decode in Node, `node --cpu-prof`). Call
+    /// before the first event.
+    pub fn leave_sha256_to_caller(&mut self) {
+        self.sha256_by_caller = true;
+    }
+
+    /// Whether this decoder hashes the files' bytes (see
+    /// [`Self::leave_sha256_to_caller`]).
+    fn hashes_files(&self) -> bool {
+        !(self.sha256_by_caller && self.digest_kind == DigestKind::Sha256)
     }
 
     /// A decoder that takes the base tensors of delta segments (a fine-tune
@@ -837,7 +861,9 @@ impl StreamDecoder {
                     path: record.path.clone(),
                     size: record.size,
                 });
-                self.hasher.start(self.digest_kind, record.size);
+                if self.hashes_files() {
+                    self.hasher.start(self.digest_kind, record.size);
+                }
                 let segments_left = record.segments;
                 self.file = Some(OpenFile {
                     record,
@@ -1005,9 +1031,11 @@ impl StreamDecoder {
                     .ok_or(FormatError::Invalid { what: "record order" })?;
                 file.bytes_seen += data.len() as u64;
                 let data = Piece::from(data);
-                match subtrees {
-                    Some(subtrees) => self.hasher.update_with_subtrees(&data, subtrees),
-                    None => self.hasher.update(&data),
+                if self.hashes_files() {
+                    match subtrees {
+                        Some(subtrees) => self.hasher.update_with_subtrees(&data, subtrees),
+                        None => self.hasher.update(&data),
+                    }
                 }
                 self.queue.push_back(Event::Data(data));
                 if last {
@@ -1057,6 +1085,7 @@ impl StreamDecoder {
 
     /// Emits the next piece of the copy being made; closes the segment after the last.
     fn copy_step(&mut self) -> Result<(), DecodeError> {
+        let hashes = self.hashes_files();
         let copy = self
             .copy
             .as_mut()
@@ -1075,7 +1104,9 @@ impl StreamDecoder {
                 .ok_or(FormatError::Invalid { what: "record order" })?;
             file.bytes_seen += piece.len() as u64;
             let piece = Piece::new(piece);
-            self.hasher.update(&piece);
+            if hashes {
+                self.hasher.update(&piece);
+            }
             self.queue.push_back(Event::Data(piece));
         }
         if end == source.bytes.len() {
@@ -1124,7 +1155,11 @@ impl StreamDecoder {
             }
             .into());
         }
-        let digest = self.hasher.finish();
+        let digest = if self.hashes_files() {
+            self.hasher.finish()
+        } else {
+            file.record.digest
+        };
         if digest != file.record.digest {
             return Err(mismatch(self.digest_kind, &file.record.digest, &digest).into());
         }

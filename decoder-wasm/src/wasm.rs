@@ -140,6 +140,15 @@ impl StreamHandle {
         }
     }
 
+    /// Leaves SHA-256 file digests to the caller (see the decoder's
+    /// `leave_sha256_to_caller`): file end then reports the archive's digest,
+    /// unchecked. Call before the first push, and only if the caller hashes
+    /// every data event of a `sha256` file and compares.
+    #[wasm_bindgen(js_name = leaveSha256ToCaller)]
+    pub fn leave_sha256_to_caller(&mut self) {
+        self.decoder.leave_sha256_to_caller();
+    }
+
     /// Appends compressed bytes.
     pub fn push(&mut self, input: &[u8]) {
         self.decoder.push(input);
@@ -222,11 +231,13 @@ impl StreamHandle {
         }
     }
 
-    /// The digest's hash, `sha256`, `blake3` or `xxh3-128` (file end).
+    /// The digest's hash, `sha256`, `blake3` or `xxh3-128` (file start, file
+    /// end).
     #[wasm_bindgen(js_name = digestAlgorithm)]
     pub fn digest_algorithm(&self) -> Option<String> {
         match &self.event {
             Some(Event::FileEnd { kind, .. }) => Some(kind.name().into()),
+            Some(Event::FileStart { .. }) => Some(self.decoder.digest_kind().name().into()),
             _ => None,
         }
     }

@@ -3,6 +3,7 @@
 // damaged, truncated and over-cap archives fail cleanly with a BrevisError.
 import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
+import { createHash } from 'node:crypto';
 import { join } from 'node:path';
 import { test } from 'node:test';
 
@@ -14,6 +15,7 @@ import {
   decodeArchive,
   init,
   readTensors,
+  setHostSha256,
   wasmMemoryBytes,
 } from 'brevis-decoder';
 
@@ -233,6 +235,65 @@ for (const [name, algorithm, hexDigits] of [
     await assert.rejects(decodeArchive(flipped), (e) => assertBrevisError(e, ['corrupt']) && /SHA-256/.test(e.message));
   });
 }
+
+// Every way of decoding an archive in Node: decodeArchive, the stream (of the
+// file at `path`), and BrevisDecoder with data events and with whole segments.
+const DECODE_PATHS = {
+  decodeArchive: (brv) => decodeArchive(brv),
+  stream: (brv, path) => collect(pieces(brv, 65536).pipeThrough(new BrevisDecompressionStream({ path }))),
+  pieces: async (brv) => {
+    const dec = new BrevisDecoder({ pieces: true });
+    dec.push(brv);
+    dec.end();
+  },
+  segments: async (brv) => {
+    const dec = new BrevisDecoder();
+    dec.push(brv);
+    dec.end();
+  },
+};
+
+test('in Node, SHA-256 file digests are node:crypto\'s, checked on every path; without it, wasm checks them', async () => {
+  const brv = fixture('multi.brv');
+  const expected = EXPECTED['multi.brv'];
+  const files = await decodeArchive(brv);
+  const total = files.reduce((t, f) => t + f.size, 0);
+  const biggest = files.reduce((a, f) => (f.size > a.size ? f : a));
+  // A SHA-256 header over records that hold BLAKE3 digests: no file matches.
+  const bad = fixture('multi-blake3.brv').slice();
+  bad[10] = 0;
+  const checkEveryPath = async (what) => {
+    assert.deepEqual(hashesOf(await decodeArchive(brv)), expected, what);
+    for (const [name, run] of Object.entries(DECODE_PATHS)) {
+      await assert.doesNotReject(run(brv, biggest.path), `${what}, ${name}`);
+      await assert.rejects(run(bad, biggest.path), (e) => assertBrevisError(e, ['corrupt']) && /SHA-256/.test(e.message), `${what}, ${name}`);
+    }
+  };
+  let hashed = 0;
+  setHostSha256(() => {
+    const h = createHash('sha256');
+    return {
+      update(bytes) {
+        hashed += bytes.length;
+        h.update(bytes);
+      },
+      digest: (encoding) => h.digest(encoding),
+    };
+  });
+  try {
+    assert.deepEqual(hashesOf(await decodeArchive(brv)), expected);
+    assert.equal(hashed, total, 'every byte of every file hashed once, by the host');
+    await checkEveryPath('host SHA-256');
+    // BLAKE3 and XXH3 archives stay with the wasm decoder.
+    hashed = 0;
+    assert.deepEqual(hashesOf(await decodeArchive(fixture('multi-xxh3.brv'))), expected);
+    assert.equal(hashed, 0);
+    setHostSha256(undefined);
+    await checkEveryPath('wasm SHA-256');
+  } finally {
+    setHostSha256(() => createHash('sha256'));
+  }
+});
 
 test('BrevisArchive lists files with sizes and serves Responses with content-length', async () => {
   const archive = await BrevisArchive.open(fixture('minilm-folder.brv'));

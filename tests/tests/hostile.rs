@@ -641,3 +641,68 @@ fn salvage_never_decodes_past_what_the_files_declare() {
     );
     assert_eq!(e.kind(), ErrorKind::Limit);
 }
+
+/// [`StreamDecoder::leave_sha256_to_caller`]: SHA-256 file digests are neither
+/// computed nor checked (the file ends with the digest the archive states, for
+/// the caller to compare), while a header of another hash is still checked.
+#[test]
+fn sha256_left_to_the_caller_is_reported_unchecked_and_other_digests_still_checked() {
+    let data = vec![7u8; 100];
+    // The FILE record states the SHA-256 of other bytes of the same size.
+    let stated: [u8; 32] = Sha256::digest([8u8; 100]).into();
+    let records = [
+        file_rec("f", &[8u8; 100], 1),
+        opaque_seg(100, 1),
+        chunk_rec(
+            &data,
+            &Node::Const {
+                width: 8,
+                count: 100,
+                value: 7,
+            },
+        ),
+    ];
+    let archive = build(&records);
+    let decode = |archive: &[u8], leave: bool| {
+        let mut dec = StreamDecoder::new(DecodeLimits::default());
+        if leave {
+            dec.leave_sha256_to_caller();
+        }
+        dec.push(archive);
+        let (mut out, mut digest) = (Vec::new(), None);
+        while let Some(ev) = dec.next_event()? {
+            match ev {
+                brevis_decoder::Event::Data(d) => out.extend_from_slice(&d),
+                brevis_decoder::Event::FileEnd { digest: d, .. } => digest = Some(d),
+                _ => {}
+            }
+        }
+        dec.finish().map(|()| (out, digest))
+    };
+    let e = decode(&archive, false).unwrap_err();
+    assert!(
+        matches!(
+            e.error,
+            FormatError::Checksum {
+                what: "file SHA-256",
+                ..
+            }
+        ),
+        "{e}"
+    );
+    assert_eq!(decode(&archive, true).unwrap(), (data, Some(stated)));
+    // The header has no checksum: flags bit 0 makes the same records BLAKE3's.
+    let mut blake3 = archive.clone();
+    blake3[10] = 1;
+    let e = decode(&blake3, true).unwrap_err();
+    assert!(
+        matches!(
+            e.error,
+            FormatError::Checksum {
+                what: "file BLAKE3",
+                ..
+            }
+        ),
+        "{e}"
+    );
+}

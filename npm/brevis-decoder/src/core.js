@@ -52,6 +52,17 @@ export function setDefaultWasmSource(load) {
   defaultSource = load;
 }
 
+let hostSha256;
+
+/**
+ * The Node entry calls this with `() => createHash('sha256')`: `BrevisDecoder`
+ * then hashes SHA-256 files itself, with node:crypto (the CPU's SHA
+ * instructions; wasm has none), and the wasm decoder leaves them alone.
+ */
+export function setHostSha256(make) {
+  hostSha256 = make;
+}
+
 /**
  * Loads the WebAssembly module once. Called implicitly by every async API;
  * call it yourself to choose the source: a `WebAssembly.Module` (edge runtimes
@@ -219,6 +230,8 @@ export class BrevisDecoder {
   constructor(options = {}) {
     requireInit();
     this._handle = new StreamHandle(...limitsOf(options));
+    // Then every data event of a SHA-256 file is hashed below, and checked at its end.
+    if (hostSha256) this._handle.leaveSha256ToCaller();
     this._pieces = !!options.pieces;
     // decodeArchive's mode: each file's bytes copied from wasm memory straight
     // into one buffer per file (returned with its fileEnd event), no data events.
@@ -294,6 +307,7 @@ export class BrevisDecoder {
           return;
         case FILE_START: {
           this._file = { path: h.path(), size: h.size() };
+          this._sha = hostSha256 && h.digestAlgorithm() === 'sha256' ? hostSha256() : null;
           if (this._collectFiles) this._fileBuffer = new GrowableBytes(this._file.size, Math.max(this.bytesIn, this._earnedIn));
           emit({ type: 'fileStart', path: this._file.path, size: this._file.size });
           break;
@@ -321,19 +335,16 @@ export class BrevisDecoder {
           const seg = this._segment;
           const n = h.size();
           this.bytesOut += n;
-          if (this._fileBuffer) {
-            const buf = this._fileBuffer;
+          const buf = this._fileBuffer ?? (this._pieces ? null : seg.buffer);
+          if (buf) {
             buf.reserve(n);
             h.copy_data_to(buf.bytes, buf.length);
+            this._sha?.update(buf.bytes.subarray(buf.length, buf.length + n));
             buf.length += n;
-          } else if (this._pieces) {
-            const bytes = h.take_data();
-            emit({ type: 'data', path: seg.path, name: seg.name, offset: seg.offset, bytes });
           } else {
-            const buf = seg.buffer;
-            buf.reserve(n);
-            h.copy_data_to(buf.bytes, buf.length);
-            buf.length += n;
+            const bytes = h.take_data();
+            this._sha?.update(bytes);
+            emit({ type: 'data', path: seg.path, name: seg.name, offset: seg.offset, bytes });
           }
           seg.offset += n;
           break;
@@ -352,6 +363,9 @@ export class BrevisDecoder {
         case FILE_END: {
           this.filesDone += 1;
           const digest = h.digest();
+          if (this._sha && this._sha.digest('hex') !== digest) {
+            throw new BrevisError(`checksum mismatch in file SHA-256 (stored ${digest})`, { file: h.path() });
+          }
           const digestAlgorithm = h.digestAlgorithm();
           const sha256 = digestAlgorithm === 'sha256' ? digest : null;
           const end = { type: 'fileEnd', path: h.path(), size: this._file?.size, digest, digestAlgorithm, sha256 };
