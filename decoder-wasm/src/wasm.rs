@@ -160,8 +160,9 @@ impl StreamHandle {
     }
 
     /// Decodes up to the next event and returns its code: 0 more input needed,
-    /// 1 file start, 2 segment start, 3 data, 4 segment end, 5 file end (SHA-256
-    /// verified), 6 end of archive (everything verified). Throws a `BrevisError`.
+    /// 1 file start, 2 segment start, 3 data, 4 segment end, 5 file end (its
+    /// digest verified, but for a SHA-256 left to the caller), 6 end of archive
+    /// (everything verified). Throws a `BrevisError`.
     pub fn next_event(&mut self) -> Result<u32, JsValue> {
         self.event = self.decoder.next_event().map_err(|e| js_error(&e))?;
         Ok(match &self.event {
