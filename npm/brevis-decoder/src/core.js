@@ -230,7 +230,10 @@ export class BrevisDecoder {
   constructor(options = {}) {
     requireInit();
     this._handle = new StreamHandle(...limitsOf(options));
-    // Then every data event of a SHA-256 file is hashed below, and checked at its end.
+    // Then every data event of a SHA-256 file is hashed below and checked at
+    // its end, with the host hash this decoder was made with.
+    this._hostSha = hostSha256;
+    this._sha = null;
     if (hostSha256) this._handle.leaveSha256ToCaller();
     this._pieces = !!options.pieces;
     // decodeArchive's mode: each file's bytes copied from wasm memory straight
@@ -307,7 +310,7 @@ export class BrevisDecoder {
           return;
         case FILE_START: {
           this._file = { path: h.path(), size: h.size() };
-          this._sha = hostSha256 && h.digestAlgorithm() === 'sha256' ? hostSha256() : null;
+          this._sha = this._hostSha && h.digestAlgorithm() === 'sha256' ? this._hostSha() : null;
           if (this._collectFiles) this._fileBuffer = new GrowableBytes(this._file.size, Math.max(this.bytesIn, this._earnedIn));
           emit({ type: 'fileStart', path: this._file.path, size: this._file.size });
           break;
@@ -363,10 +366,11 @@ export class BrevisDecoder {
         case FILE_END: {
           this.filesDone += 1;
           const digest = h.digest();
-          if (this._sha && this._sha.digest('hex') !== digest) {
+          const digestAlgorithm = h.digestAlgorithm();
+          // Unchecked by wasm (see the constructor): checked here, or the file fails.
+          if (this._hostSha && digestAlgorithm === 'sha256' && this._sha?.digest('hex') !== digest) {
             throw new BrevisError(`checksum mismatch in file SHA-256 (stored ${digest})`, { file: h.path() });
           }
-          const digestAlgorithm = h.digestAlgorithm();
           const sha256 = digestAlgorithm === 'sha256' ? digest : null;
           const end = { type: 'fileEnd', path: h.path(), size: this._file?.size, digest, digestAlgorithm, sha256 };
           if (this._fileBuffer) end.bytes = this._fileBuffer.done();
