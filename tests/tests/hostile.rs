@@ -88,6 +88,12 @@ fn trailing_garbage_and_wrong_magic_are_rejected() {
     assert!(matches!(e.error, FormatError::TrailingBytes { .. }), "{e}");
 }
 
+/// Whether `e` is a file digest that does not match, of the hash `what` names
+/// (`"file SHA-256"`, `"file BLAKE3"`).
+fn digest_mismatch(e: &brevis_decoder::DecodeError, what: &str) -> bool {
+    matches!(e.error, FormatError::Checksum { what: w, .. } if w == what)
+}
+
 fn file_rec(path: &str, data: &[u8], segments: u64) -> (RecordKind, Vec<u8>) {
     let sha256: [u8; 32] = Sha256::digest(data).into();
     (
@@ -117,12 +123,12 @@ fn chunk_rec(data: &[u8], program: &Node) -> (RecordKind, Vec<u8>) {
     )
 }
 
-#[test]
-fn a_handcrafted_archive_decodes() {
-    // Sanity check of the builder, so the hostile variants below fail for their own reason.
-    let data = vec![7u8; 100];
-    let a = build(&[
-        file_rec("f", &data, 1),
+/// An archive of one file `f`, 100 bytes of 7 (one `Const` chunk), whose FILE
+/// record states the SHA-256 of `hashed` (100 bytes).
+fn sevens_archive(hashed: &[u8]) -> Vec<u8> {
+    let data = [7u8; 100];
+    build(&[
+        file_rec("f", hashed, 1),
         opaque_seg(100, 1),
         chunk_rec(
             &data,
@@ -132,8 +138,14 @@ fn a_handcrafted_archive_decodes() {
                 value: 7,
             },
         ),
-    ]);
-    assert_eq!(decode_all(&a, &DecodeLimits::default()).unwrap()[0].data, data);
+    ])
+}
+
+#[test]
+fn a_handcrafted_archive_decodes() {
+    // Sanity check of the builder, so the hostile variants below fail for their own reason.
+    let a = sevens_archive(&[7u8; 100]);
+    assert_eq!(decode_all(&a, &DecodeLimits::default()).unwrap()[0].data, [7u8; 100]);
 }
 
 #[test]
@@ -340,16 +352,7 @@ fn lengths_that_do_not_add_up_are_refused() {
     // A chunk whose bytes differ from the file's hash.
     let a = build(&[file_rec("f", &[2u8; 10], 1), opaque_seg(10, 1), chunk_rec(&data, &c)]);
     let e = decode_all(&a, &DecodeLimits::default()).unwrap_err();
-    assert!(
-        matches!(
-            e.error,
-            FormatError::Checksum {
-                what: "file SHA-256",
-                ..
-            }
-        ),
-        "{e}"
-    );
+    assert!(digest_mismatch(&e, "file SHA-256"), "{e}");
 }
 
 #[test]
@@ -647,22 +650,9 @@ fn salvage_never_decodes_past_what_the_files_declare() {
 /// the caller to compare), while a header of another hash is still checked.
 #[test]
 fn sha256_left_to_the_caller_is_reported_unchecked_and_other_digests_still_checked() {
-    let data = vec![7u8; 100];
     // The FILE record states the SHA-256 of other bytes of the same size.
     let stated: [u8; 32] = Sha256::digest([8u8; 100]).into();
-    let records = [
-        file_rec("f", &[8u8; 100], 1),
-        opaque_seg(100, 1),
-        chunk_rec(
-            &data,
-            &Node::Const {
-                width: 8,
-                count: 100,
-                value: 7,
-            },
-        ),
-    ];
-    let archive = build(&records);
+    let archive = sevens_archive(&[8u8; 100]);
     let decode = |archive: &[u8], leave: bool| {
         let mut dec = StreamDecoder::new(DecodeLimits::default());
         if leave {
@@ -680,29 +670,11 @@ fn sha256_left_to_the_caller_is_reported_unchecked_and_other_digests_still_check
         dec.finish().map(|()| (out, digest))
     };
     let e = decode(&archive, false).unwrap_err();
-    assert!(
-        matches!(
-            e.error,
-            FormatError::Checksum {
-                what: "file SHA-256",
-                ..
-            }
-        ),
-        "{e}"
-    );
-    assert_eq!(decode(&archive, true).unwrap(), (data, Some(stated)));
+    assert!(digest_mismatch(&e, "file SHA-256"), "{e}");
+    assert_eq!(decode(&archive, true).unwrap(), (vec![7u8; 100], Some(stated)));
     // The header has no checksum: flags bit 0 makes the same records BLAKE3's.
     let mut blake3 = archive.clone();
     blake3[10] = 1;
     let e = decode(&blake3, true).unwrap_err();
-    assert!(
-        matches!(
-            e.error,
-            FormatError::Checksum {
-                what: "file BLAKE3",
-                ..
-            }
-        ),
-        "{e}"
-    );
+    assert!(digest_mismatch(&e, "file BLAKE3"), "{e}");
 }
