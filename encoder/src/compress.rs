@@ -367,11 +367,14 @@ fn dedup(files: &[InputFile<'_>], plans: &mut [FilePlan<'_>]) {
         .flat_map(|(f, p)| (0..p.plans.len()).map(move |s| (f, s)))
         .collect();
     let bytes = |(f, s): (usize, usize)| &files[f].data[plans[f].plans[s].range.clone()];
+    // XXH3-128, not SHA-256: equal hashes are compared byte for byte below, so
+    // the hash only has to spread the segments, and it runs ~8x faster (this
+    // pass read the whole input once more at SHA-256's ~2 GB/s).
     let hashes: Vec<Option<[u8; 32]>> = places
         .par_iter()
         .map(|&at| {
             let b = bytes(at);
-            (b.len() >= MIN_DEDUP_BYTES).then(|| Sha256::digest(b).into())
+            (b.len() >= MIN_DEDUP_BYTES).then(|| brevis_decoder::digest(DigestKind::Xxh3, b))
         })
         .collect();
     let mut firsts: HashMap<[u8; 32], Vec<usize>> = HashMap::new();

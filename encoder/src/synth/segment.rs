@@ -53,30 +53,54 @@ pub fn regime_cuts(s: &Stream, min_gain: f64, price: impl Fn(&[u64]) -> Option<f
     let units = fines.div_ceil(REFINE);
     let at = |u: usize| (u * REFINE).min(fines);
     let size = 1usize << width;
-    // cum[u * size + v]: occurrences of `v` in fine units `0..u`.
-    let mut cum = vec![0u64; (fines + 1) * size];
+    // Only the symbols present in `s` are counted and priced (a few hundred of
+    // a 12-bit field's 4096 values): `cum[u * m + j]` counts occurrences of
+    // `present[j]` in fine units `0..u`. The sums below add the same terms in
+    // the same order as over every symbol, so the cuts are the same.
+    let present = match s.words() {
+        Words::U8(w) => present_symbols(w, size),
+        Words::U16(w) => present_symbols(w, size),
+        _ => return None,
+    };
+    let m = present.len();
+    let mut slot = vec![0u16; size];
+    for (j, &v) in present.iter().enumerate() {
+        slot[v as usize] = j as u16;
+    }
+    let mut cum = vec![0u64; (fines + 1) * m];
     match s.words() {
-        Words::U8(w) => census(w, fine, size, &mut cum),
-        Words::U16(w) => census(w, fine, size, &mut cum),
+        Words::U8(w) => census(w, fine, &slot, m, &mut cum),
+        Words::U16(w) => census(w, fine, &slot, m, &mut cum),
         _ => return None,
     }
-    let mut hist = vec![0u64; size];
-    // The census of fine units `a..b`, in `hist`.
-    let census_of = |hist: &mut Vec<u64>, a: usize, b: usize| {
-        for (v, h) in hist.iter_mut().enumerate() {
-            *h = cum[b * size + v] - cum[a * size + v];
+    let mut counts = vec![0u64; m];
+    // The census of fine units `a..b`, in `counts` (present symbols only).
+    let census_of = |counts: &mut Vec<u64>, a: usize, b: usize| {
+        let (hi, lo) = (&cum[b * m..(b + 1) * m], &cum[a * m..(a + 1) * m]);
+        for ((c, &h), &l) in counts.iter_mut().zip(hi).zip(lo) {
+            *c = h - l;
         }
     };
-    let block = |hist: &mut Vec<u64>, a: usize, b: usize| -> f64 {
-        census_of(hist, a, b);
-        let n: u64 = hist.iter().sum();
+    let log2 = SmallLog2::get();
+    let block = |counts: &mut Vec<u64>, a: usize, b: usize| -> f64 {
+        census_of(counts, a, b);
+        let n: u64 = counts.iter().sum();
         let nl = (n as f64).log2();
         let (mut bits, mut syms) = (0.0, 0usize);
-        for &c in hist.iter().filter(|&&c| c > 0) {
-            bits += c as f64 * (nl - (c as f64).log2());
+        for &c in counts.iter().filter(|&&c| c > 0) {
+            bits += c as f64 * (nl - log2.of(c));
             syms += 1;
         }
         bits / 8.0 + TABLE_BYTES_PER_SYMBOL * syms as f64 + BLOCK_BYTES
+    };
+    // The literal's own estimate takes a histogram of every symbol.
+    let mut hist = vec![0u64; size];
+    let mut priced = |counts: &mut Vec<u64>, a: usize, b: usize| -> Option<f64> {
+        census_of(counts, a, b);
+        for (&v, &c) in present.iter().zip(counts.iter()) {
+            hist[v as usize] = c;
+        }
+        price(&hist)
     };
     // best[j]: cheapest cover of units `0..j`; from[j]: where its last block starts.
     let mut best = vec![f64::INFINITY; units + 1];
@@ -84,7 +108,7 @@ pub fn regime_cuts(s: &Stream, min_gain: f64, price: impl Fn(&[u64]) -> Option<f
     best[0] = 0.0;
     for j in 1..=units {
         for i in 0..j {
-            let c = best[i] + block(&mut hist, at(i), at(j));
+            let c = best[i] + block(&mut counts, at(i), at(j));
             if c < best[j] {
                 best[j] = c;
                 from[j] = i;
@@ -109,7 +133,7 @@ pub fn regime_cuts(s: &Stream, min_gain: f64, price: impl Fn(&[u64]) -> Option<f
         let hi = (bounds[t] + REFINE - 1).min(next - 1);
         let mut chosen = (f64::INFINITY, bounds[t]);
         for c in lo..=hi {
-            let cost = block(&mut hist, prev, c) + block(&mut hist, c, next);
+            let cost = block(&mut counts, prev, c) + block(&mut counts, c, next);
             if cost < chosen.0 {
                 chosen = (cost, c);
             }
@@ -121,14 +145,12 @@ pub fn regime_cuts(s: &Stream, min_gain: f64, price: impl Fn(&[u64]) -> Option<f
     // is low, see `TABLE_BYTES_PER_SYMBOL`).
     let mut prices = Vec::with_capacity(bounds.len() - 1);
     for pair in bounds.windows(2) {
-        census_of(&mut hist, pair[0], pair[1]);
-        prices.push(price(&hist)?);
+        prices.push(priced(&mut counts, pair[0], pair[1])?);
     }
     loop {
         let mut merge: Option<(usize, f64, f64)> = None;
         for t in 0..prices.len() - 1 {
-            census_of(&mut hist, bounds[t], bounds[t + 2]);
-            let both = price(&hist)?;
+            let both = priced(&mut counts, bounds[t], bounds[t + 2])?;
             let saved = prices[t] + prices[t + 1] - both;
             if saved >= 0.0 && merge.is_none_or(|(_, s, _)| saved > s) {
                 merge = Some((t, saved, both));
@@ -143,21 +165,51 @@ pub fn regime_cuts(s: &Stream, min_gain: f64, price: impl Fn(&[u64]) -> Option<f
         }
     }
     let cut: f64 = prices.iter().sum();
-    census_of(&mut hist, 0, fines);
-    if cut + min_gain >= price(&hist)? {
+    if cut + min_gain >= priced(&mut counts, 0, fines)? {
         return None;
     }
     Some(bounds[1..].iter().map(|&u| (u * fine).min(n)).collect())
 }
 
-/// Fills `cum` (see [`regime_cuts`]) from `words` cut into units of `unit` words.
-fn census<W: Word>(words: &[W], unit: usize, size: usize, cum: &mut [u64]) {
+/// The symbols occurring in `words` (each below `size`), in increasing order.
+fn present_symbols<W: Word>(words: &[W], size: usize) -> Vec<u32> {
+    let mut seen = vec![0u32; size];
+    for x in words {
+        seen[x.to_u64() as usize] = 1;
+    }
+    (0..size as u32).filter(|&v| seen[v as usize] != 0).collect()
+}
+
+/// Fills `cum` (see [`regime_cuts`]) from `words` cut into units of `unit`
+/// words; `slot[v]` is the column of symbol `v`, one of `m`.
+fn census<W: Word>(words: &[W], unit: usize, slot: &[u16], m: usize, cum: &mut [u64]) {
     for (u, part) in words.chunks(unit).enumerate() {
-        let (done, rest) = cum.split_at_mut((u + 1) * size);
-        let row = &mut rest[..size];
-        row.copy_from_slice(&done[u * size..]);
+        let (done, rest) = cum.split_at_mut((u + 1) * m);
+        let row = &mut rest[..m];
+        row.copy_from_slice(&done[u * m..]);
         for x in part {
-            row[x.to_u64() as usize] += 1;
+            row[slot[x.to_u64() as usize] as usize] += 1;
+        }
+    }
+}
+
+/// `log2` of the counts below [`SmallLog2::LEN`], computed once: the DP takes
+/// the log of every count of every block it prices, and most counts are
+/// small. The same `f64::log2` values, so no price changes.
+struct SmallLog2(Vec<f64>);
+
+impl SmallLog2 {
+    const LEN: usize = 1 << 12;
+
+    fn get() -> &'static SmallLog2 {
+        static TABLE: std::sync::OnceLock<SmallLog2> = std::sync::OnceLock::new();
+        TABLE.get_or_init(|| SmallLog2((0..Self::LEN).map(|c| (c as f64).log2()).collect()))
+    }
+
+    fn of(&self, c: u64) -> f64 {
+        match self.0.get(c as usize) {
+            Some(&l) => l,
+            None => (c as f64).log2(),
         }
     }
 }

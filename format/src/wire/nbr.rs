@@ -527,15 +527,9 @@ pub fn promising(symbols: &[u8], width: u8) -> bool {
     }
     let center = mode(sample);
     let m = encoder_model(center, ENCODER_MODELS[0], width);
-    let flat = Model {
-        center,
-        weights: vec![0],
-        signed: false,
-        thresholds: Vec::new(),
-    };
-    let goal = plan(sample, width, flat).estimate * 0.995;
     let contexts = m.contexts(sample, width);
     let counts = context_counts(sample, &contexts, m.buckets() * m.classes(), width);
+    let goal = flat_plan(center, width, &counts, sample.len()).estimate * 0.995;
     // Planning the model's tables is most of the cost; where even its data's
     // conditional entropy (a lower bound of its estimate) misses the goal, the
     // answer is no without it.
@@ -543,6 +537,28 @@ pub fn promising(symbols: &[u8], width: u8) -> bool {
         return false;
     }
     plan_unmerged(width, m, &contexts, &counts).estimate < goal
+}
+
+/// The plan of `n` words under the one-context model (order 0) around
+/// `center`, from their counts under any model (rows of `2^width`): that model
+/// puts every word in context 0 and keeps its one bucket, so its plan is that of
+/// the rows' sums; the same as `plan(symbols, width, flat)` without a pass over
+/// the words.
+fn flat_plan(center: u8, width: u8, counts: &[u64], n: usize) -> Plan {
+    let flat = Model {
+        center,
+        weights: vec![0],
+        signed: false,
+        thresholds: Vec::new(),
+    };
+    let size = 1usize << width;
+    let mut column = vec![0u64; size];
+    for row in counts.chunks_exact(size) {
+        for (t, &c) in column.iter_mut().zip(row) {
+            *t += c;
+        }
+    }
+    plan_counted(width, flat, vec![0; n], &column)
 }
 
 /// A lower bound of the estimate of any plan of `n` words whose counts per
@@ -776,6 +792,31 @@ mod tests {
                 let mut back = std::vec![0u8; v.len()];
                 decode(&payload, width, &mut back).unwrap();
                 assert_eq!(back, v, "{weights:?} signed {signed}");
+            }
+        }
+    }
+
+    #[test]
+    fn flat_plan_from_any_models_counts_is_the_flat_models_plan() {
+        let mut rng = Rng(5);
+        let noise: Vec<u8> = (0..20_000).map(|_| (rng.next() % 200) as u8).collect();
+        for (v, width) in [(kernels(30_000, 8, 7), 8), (noise, 8), (kernels(5_000, 5, 3), 5)] {
+            let center = mode(&v);
+            let flat = Model {
+                center,
+                weights: vec![0],
+                signed: false,
+                thresholds: Vec::new(),
+            };
+            let direct = plan(&v, width, flat);
+            for &model in &ENCODER_MODELS {
+                let m = encoder_model(center, model, width);
+                let counts = context_counts(&v, &m.contexts(&v, width), m.buckets() * m.classes(), width);
+                let p = flat_plan(center, width, &counts, v.len());
+                assert_eq!(p.estimate.to_bits(), direct.estimate.to_bits());
+                assert_eq!(p.contexts, direct.contexts);
+                assert_eq!(std::format!("{:?}", p.own), std::format!("{:?}", direct.own));
+                assert_eq!(std::format!("{:?}", p.fallback), std::format!("{:?}", direct.fallback));
             }
         }
     }
