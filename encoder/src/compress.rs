@@ -9,7 +9,7 @@
 //! same-shape tensor in the base is stored as the XOR with it when a sample
 //! says that compresses better.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::io::Write;
 use std::ops::Range;
 use std::time::{Duration, Instant};
@@ -165,10 +165,30 @@ fn mask_numbers(name: &str) -> String {
     out
 }
 
-/// Chunk jobs per round of template reuse: a chunk can reuse the template of a
-/// chunk like it from an earlier round only. Rounds are a fixed number of jobs,
-/// not of threads, so the archive is the same whatever `--threads` is.
+/// Most chunk jobs per round of template reuse: a chunk can reuse the template
+/// of a chunk like it from an earlier round only (see [`reuse_round`]). Rounds
+/// depend on the jobs, not on the threads, so the archive is the same whatever
+/// `--threads` is.
 const REUSE_ROUND: usize = 16;
+
+/// The next round of `jobs`: at most [`REUSE_ROUND`] jobs, ending before the
+/// first job that `awaits` a template (it would take one and its key has none
+/// yet) of a segment an earlier job of the round is of. That job then waits
+/// for the earlier chunk's template instead of being searched beside it: a
+/// large tensor searched whole chunk by chunk (GGUF's token embedding, eight
+/// chunks) is searched once, its other chunks built from that program's
+/// template. (Across segments rounds stay whole: names alike there are not
+/// always alike tensors, `onnx::Conv_#_quantized`, and a template that does not
+/// fit costs its build and then the search.)
+fn reuse_round<'j, 'b>(jobs: &'j [ChunkJob<'b>], awaits: impl Fn(&ChunkJob<'b>) -> bool) -> &'j [ChunkJob<'b>] {
+    let mut seen = HashSet::new();
+    let end = jobs
+        .iter()
+        .take(REUSE_ROUND)
+        .position(|j| awaits(j) && !seen.insert(j.segment))
+        .unwrap_or(jobs.len().min(REUSE_ROUND));
+    &jobs[..end]
+}
 
 /// Cuts a segment into chunk jobs.
 fn chunk_jobs(segment: usize, plan: &SegmentPlan, data: &[u8], chunk_bytes: usize, jobs: &mut Vec<ChunkJob<'_>>) {
@@ -531,7 +551,14 @@ fn compress_planned<W: Write>(
     let mut templates: HashMap<TemplateKey, Template> = HashMap::new();
     let masked: Vec<String> = plans.iter().map(|p| mask_numbers(&p.name)).collect();
     let key = |j: &ChunkJob<'_>| (masked[j.segment].clone(), j.hint, j.root_width, j.range.len());
-    for round in jobs.chunks(REUSE_ROUND) {
+    let mut next_job = 0;
+    while next_job < jobs.len() {
+        let round = reuse_round(&jobs[next_job..], |j| {
+            let words = j.range.len() * 8 / usize::from(j.root_width);
+            let reusable = j.base.is_none() && synth.waits_for_template(j.hint, words);
+            reusable && !templates.contains_key(&key(j))
+        });
+        next_job += round.len();
         let mut offers: Vec<(TemplateKey, Template)> = Vec::new();
         for group in round.chunks(batch) {
             let done: Vec<Result<Encoded>> = group

@@ -434,6 +434,66 @@ fn several_threads_decode_as_one_does() {
 }
 
 #[test]
+fn the_chunks_of_a_tensor_searched_whole_wait_for_the_first_ones_template() {
+    // One tensor of three 1 MiB chunks (`--fast-decode`), searched whole
+    // (`--no-sample`, as GGUF's record chunks always are): the first chunk is
+    // searched, the other two wait for its template in the next round and are
+    // built from it, whatever the threads.
+    use safetensors::tensor::{Dtype, TensorView};
+    let mut normal = weights_sampler(0x5851_f42d_4c95_7f2d);
+    let w: Vec<u8> = (0..1536 * 1024)
+        .flat_map(|_| (((normal() as f32).to_bits() >> 16) as u16).to_le_bytes())
+        .collect();
+    let view = TensorView::new(Dtype::BF16, vec![1536, 1024], &w).unwrap();
+    let model = safetensors::serialize(vec![("big.weight", view)], None).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    fs::write(d.join("model.safetensors"), &model).unwrap();
+    let compress = |out: &str, flags: &[&str]| {
+        let report = format!("{out}.json");
+        let mut args = vec!["compress", "model.safetensors", "-q", "-o", out, "--report", &report];
+        args.extend_from_slice(&["--fast-decode", "--no-sample"]);
+        args.extend_from_slice(flags);
+        ok(&brevis(&args, d));
+        let r: serde_json::Value = serde_json::from_str(&fs::read_to_string(d.join(&report)).unwrap()).unwrap();
+        let big = r["tensors"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|t| t["name"] == "big.weight")
+            .unwrap()
+            .clone();
+        let candidates: Vec<u64> = big["chunks"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|c| c["candidates"].as_u64().unwrap())
+            .collect();
+        (fs::read(d.join(out)).unwrap(), candidates)
+    };
+    let (one, candidates) = compress("t1.brv", &["--threads", "1"]);
+    assert_eq!(candidates.len(), 3, "{candidates:?}");
+    // Built: one candidate per production of the first chunk's program.
+    assert!(
+        candidates[1] < candidates[0] && candidates[2] == candidates[1],
+        "{candidates:?}"
+    );
+    for threads in ["2", "3"] {
+        let (archive, again) = compress(&format!("t{threads}.brv"), &["--threads", threads]);
+        assert!(archive == one, "--threads {threads} wrote another archive");
+        assert_eq!(again, candidates);
+    }
+    // Without reuse, every chunk is searched.
+    let (_, searched) = compress("s.brv", &["--no-reuse"]);
+    assert!(
+        searched.iter().all(|&c| c == searched[0] && c > candidates[1]),
+        "{searched:?}"
+    );
+    ok(&brevis(&["decompress", "t1.brv", "-o", "back", "-q"], d));
+    assert!(fs::read(d.join("back/model.safetensors")).unwrap() == model);
+}
+
+#[test]
 fn like_tensors_reuse_an_earlier_programs_shape_whatever_the_threads() {
     // 40 tensors of one role in 40 layers, as a transformer's: each is one
     // chunk; from the second round of 16 chunks on, each is built from the

@@ -728,7 +728,7 @@ impl Synthesizer for AStarSearch {
     /// productions built on `root` where they apply and cost about what they
     /// did where it was found, else a search, whose program is offered on.
     fn synthesize_reusing(&self, root: &Stream, hint: Hint, template: Option<&Template>) -> (Node, Option<Template>) {
-        if !self.reuse || self.effort != 1 || hint == Hint::Opaque {
+        if !self.offers_templates(hint) {
             return (self.synthesize(root, hint), None);
         }
         let solved = self.solve_from(root, hint, false, true, template);
@@ -738,6 +738,19 @@ impl Synthesizer for AStarSearch {
             prods: solved.trace.into_iter().map(|(_, p)| p).collect(),
         });
         (solved.node, offer)
+    }
+
+    fn waits_for_template(&self, hint: Hint, words: usize) -> bool {
+        let sampled = self.sample && matches!(hint, Hint::Tensor(..)) && words >= SAMPLE_MIN_WORDS;
+        self.offers_templates(hint) && !sampled
+    }
+}
+
+impl AStarSearch {
+    /// Whether [`Synthesizer::synthesize_reusing`] builds and offers templates
+    /// for chunks with this hint.
+    fn offers_templates(&self, hint: Hint) -> bool {
+        self.reuse && self.effort == 1 && hint != Hint::Opaque
     }
 }
 

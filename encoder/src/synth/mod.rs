@@ -74,6 +74,17 @@ pub trait Synthesizer: Sync {
         let _ = template;
         (self.synthesize(root, hint), None)
     }
+
+    /// Whether a chunk of `words` words with this hint, like an earlier chunk
+    /// that has no template yet, should wait for that chunk's template rather
+    /// than be searched beside it: where [`Self::synthesize_reusing`] offers
+    /// templates and would search such a chunk whole (a search on a sample
+    /// costs little more than building a template, and builds better where
+    /// the first chunk of a tensor is unlike the rest).
+    fn waits_for_template(&self, hint: Hint, words: usize) -> bool {
+        let _ = (hint, words);
+        false
+    }
 }
 
 /// The shape of a program: its productions in pre-order (operators, field

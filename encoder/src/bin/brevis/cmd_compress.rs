@@ -47,9 +47,10 @@ pub struct Args {
     /// Search every chunk, for ablations. By default `--search astar` at effort
     /// 1 builds a tensor chunk with the program shape found for an earlier
     /// chunk like it (the same tensor name but for its numbers, as the same
-    /// tensor of another layer; the same dtype, row length and size) in an
-    /// earlier round of 16 chunks, and searches only where that shape does not
-    /// apply or takes over 1% more bytes per word than it did there.
+    /// tensor of another layer, or an earlier chunk of the same tensor; the same
+    /// dtype, row length and size) in an earlier round of at most 16 chunks,
+    /// and searches only where that shape does not apply or takes over 1% more
+    /// bytes per word than it did there.
     #[arg(long)]
     no_reuse: bool,
     /// Favour decode speed over size: no context-coded literals (`Lit.ctx`,

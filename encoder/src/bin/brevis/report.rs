@@ -57,6 +57,10 @@ impl Synthesizer for Recorder<'_> {
         }
         found
     }
+
+    fn waits_for_template(&self, hint: Hint, words: usize) -> bool {
+        self.inner.waits_for_template(hint, words)
+    }
 }
 
 /// How often each operator and each literal encoding occurs in a set of
