@@ -8,7 +8,7 @@
 # then compresses every corpus file of ../shared/corpus/manifest.tsv with both at
 # each effort (default: 0 1), single threaded, and compares the archives with
 # cmp. Prints one line per file and effort: both builds' compress seconds and
-# "same" or "DIFFERENT"; exits 1 if any archive differs. For changes meant to
+# "same" or "DIFFERENT" (with both sizes); exits 1 if any archive differs. For changes meant to
 # speed the encoder up without changing what it writes. The worktrees and builds
 # stay for the next run (rm -rf target/same-archives && git worktree prune).
 #
@@ -57,7 +57,13 @@ while IFS=$'\t' read -r _ _ _ _ file _; do
       ns=$(($(date +%s%N) - start))
       line+=$(printf ' %s %d.%02d s,' "$side" $((ns / 1000000000)) $((ns / 10000000 % 100)))
     done
-    if cmp -s "$tmp/a.brv" "$tmp/b.brv"; then line+=" same"; else line+=" DIFFERENT"; differ=1; fi
+    if cmp -s "$tmp/a.brv" "$tmp/b.brv"; then
+      line+=" same"
+    else
+      sa=$(stat -c %s "$tmp/a.brv") sb=$(stat -c %s "$tmp/b.brv")
+      line+=" DIFFERENT (a $sa B, b $sb B, $(python3 -c "print(f'{($sb - $sa) / $sa * 100:+.4f}%')"))"
+      differ=1
+    fi
     echo "$line"
   done
 done < <(tail -n +2 "$MANIFEST")
