@@ -30,15 +30,18 @@ tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 
 build() {  # build REV -> prints the binary's path
-  local rev=$1 src
+  local rev=$1 src name
   if [[ $rev == WORKTREE ]]; then
-    src=$REPO
+    src=$REPO name=WORKTREE
   else
-    src=$WORK/src-$rev
-    [[ -d $src ]] || git -C "$REPO" worktree add -q --detach "$src" "$rev" >&2
+    # Named by commit, not by the name given: "HEAD" must not reuse a
+    # worktree made for an older HEAD.
+    name=$(git -C "$REPO" rev-parse --short "$rev^{commit}")
+    src=$WORK/src-$name
+    [[ -d $src ]] || git -C "$REPO" worktree add -q --detach "$src" "$name" >&2
   fi
-  CARGO_TARGET_DIR=$WORK/target-$rev cargo build --release -q -p brevis-encoder --manifest-path "$src/Cargo.toml" >&2
-  echo "$WORK/target-$rev/release/brevis"
+  CARGO_TARGET_DIR=$WORK/target-$name cargo build --release -q -p brevis-encoder --manifest-path "$src/Cargo.toml" >&2
+  echo "$WORK/target-$name/release/brevis"
 }
 bin_a=$(build "$A")
 bin_b=$(build "$B")
