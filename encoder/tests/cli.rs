@@ -4,7 +4,7 @@
 use std::fs;
 
 mod common;
-use common::{brevis, bundled, ok};
+use common::{brevis, bundled, compress_reported, ok};
 
 #[test]
 fn compress_decompress_verify_inspect_round_trip() {
@@ -450,12 +450,8 @@ fn the_chunks_of_a_tensor_searched_whole_wait_for_the_first_ones_template() {
     let d = dir.path();
     fs::write(d.join("model.safetensors"), &model).unwrap();
     let compress = |out: &str, flags: &[&str]| {
-        let report = format!("{out}.json");
-        let mut args = vec!["compress", "model.safetensors", "-q", "-o", out, "--report", &report];
-        args.extend_from_slice(&["--fast-decode", "--no-sample"]);
-        args.extend_from_slice(flags);
-        ok(&brevis(&args, d));
-        let r: serde_json::Value = serde_json::from_str(&fs::read_to_string(d.join(&report)).unwrap()).unwrap();
+        let flags = [&["--fast-decode", "--no-sample"], flags].concat();
+        let (archive, r) = compress_reported(d, out, &flags);
         let big = r["tensors"]
             .as_array()
             .unwrap()
@@ -469,7 +465,7 @@ fn the_chunks_of_a_tensor_searched_whole_wait_for_the_first_ones_template() {
             .iter()
             .map(|c| c["candidates"].as_u64().unwrap())
             .collect();
-        (fs::read(d.join(out)).unwrap(), candidates)
+        (archive, candidates)
     };
     let (one, candidates) = compress("t1.brv", &["--threads", "1"]);
     assert_eq!(candidates.len(), 3, "{candidates:?}");
@@ -518,11 +514,7 @@ fn like_tensors_reuse_an_earlier_programs_shape_whatever_the_threads() {
     let d = dir.path();
     fs::write(d.join("model.safetensors"), &model).unwrap();
     let compress = |out: &str, flags: &[&str]| {
-        let report = format!("{out}.json");
-        let mut args = vec!["compress", "model.safetensors", "-q", "-o", out, "--report", &report];
-        args.extend_from_slice(flags);
-        ok(&brevis(&args, d));
-        let r: serde_json::Value = serde_json::from_str(&fs::read_to_string(d.join(&report)).unwrap()).unwrap();
+        let (archive, r) = compress_reported(d, out, flags);
         // Candidates compared per layer, in layer order.
         let mut per_layer = std::collections::BTreeMap::new();
         for t in r["tensors"].as_array().unwrap() {
@@ -531,10 +523,7 @@ fn like_tensors_reuse_an_earlier_programs_shape_whatever_the_threads() {
                 per_layer.insert(i.parse::<usize>().unwrap(), t["candidates"].as_u64().unwrap());
             }
         }
-        (
-            fs::read(d.join(out)).unwrap(),
-            per_layer.into_values().collect::<Vec<u64>>(),
-        )
+        (archive, per_layer.into_values().collect::<Vec<u64>>())
     };
     let (one, candidates) = compress("t1.brv", &["--threads", "1"]);
     for threads in ["2", "3"] {

@@ -4,7 +4,7 @@
 use std::fs;
 
 mod common;
-use common::{brevis, bundled, ok};
+use common::{brevis, bundled, compress_reported, ok};
 
 #[test]
 fn every_search_switch_round_trips_and_reports_candidates() {
@@ -105,12 +105,8 @@ fn fast_decode_archives_have_one_mib_chunks() {
     let d = dir.path();
     fs::write(d.join("model.safetensors"), &file).unwrap();
     let chunks_of_w = |flags: &[&str], out: &str| {
-        let report = format!("{out}.json");
-        let mut args = vec!["compress", "model.safetensors", "-q", "-o", out, "--report", &report];
-        args.extend_from_slice(flags);
-        ok(&brevis(&args, d));
+        let (_, r) = compress_reported(d, out, flags);
         ok(&brevis(&["verify", out, "-q"], d));
-        let r: serde_json::Value = serde_json::from_str(&fs::read_to_string(d.join(&report)).unwrap()).unwrap();
         let w = r["tensors"]
             .as_array()
             .unwrap()

@@ -26,3 +26,16 @@ pub fn ok(o: &Output) {
         String::from_utf8_lossy(&o.stderr)
     );
 }
+
+/// Compresses `model.safetensors` in `dir` to `out` with `flags` and
+/// `--report`; returns the archive's bytes and the parsed report.
+#[allow(dead_code)] // Not every test binary that includes this module uses it.
+pub fn compress_reported(dir: &Path, out: &str, flags: &[&str]) -> (Vec<u8>, serde_json::Value) {
+    let report = format!("{out}.json");
+    let mut args = vec!["compress", "model.safetensors", "-q", "-o", out, "--report", &report];
+    args.extend_from_slice(flags);
+    ok(&brevis(&args, dir));
+    let r = std::fs::read_to_string(dir.join(&report)).expect("the report");
+    let archive = std::fs::read(dir.join(out)).expect("the archive");
+    (archive, serde_json::from_str(&r).expect("a JSON report"))
+}
