@@ -63,6 +63,7 @@ pub fn regime_cuts(s: &Stream, min_gain: f64, price: impl Fn(&[u64]) -> Option<f
         _ => return None,
     };
     let m = present.len();
+    // Columns fit a u16: `size` is at most 2^MAX_WIDTH.
     let mut slot = vec![0u16; size];
     for (j, &v) in present.iter().enumerate() {
         slot[v as usize] = j as u16;
