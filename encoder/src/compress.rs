@@ -177,9 +177,9 @@ const REUSE_ROUND: usize = 16;
 /// for the earlier chunk's template instead of being searched beside it: a
 /// large tensor searched whole chunk by chunk (GGUF's token embedding, eight
 /// chunks) is searched once, its other chunks built from that program's
-/// template. (Across segments rounds stay whole: names alike there are not
-/// always alike tensors, `onnx::Conv_#_quantized`, and a template that does not
-/// fit costs its build and then the search.)
+/// template. (Across tensors rounds stay whole: the next layer's tensor waiting
+/// for the first layer's template measured no faster on the corpus and changed
+/// four archives by -168 to +347 B.)
 fn reuse_round<'j, 'b>(jobs: &'j [ChunkJob<'b>], awaits: impl Fn(&ChunkJob<'b>) -> bool) -> &'j [ChunkJob<'b>] {
     let mut seen = HashSet::new();
     let end = jobs
