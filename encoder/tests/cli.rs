@@ -457,8 +457,7 @@ fn the_chunks_of_a_tensor_searched_whole_wait_for_the_first_ones_template() {
             .unwrap()
             .iter()
             .find(|t| t["name"] == "big.weight")
-            .unwrap()
-            .clone();
+            .unwrap();
         let candidates: Vec<u64> = big["chunks"]
             .as_array()
             .unwrap()

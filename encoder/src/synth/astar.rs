@@ -114,6 +114,12 @@ impl AStarSearch {
         }
     }
 
+    /// Whether [`Synthesizer::synthesize_reusing`] builds and offers templates
+    /// for chunks with this hint.
+    fn offers_templates(&self, hint: Hint) -> bool {
+        self.reuse && self.effort == 1 && hint != Hint::Opaque
+    }
+
     fn grammar(&self) -> Grammar {
         Grammar {
             effort: self.effort,
@@ -743,14 +749,6 @@ impl Synthesizer for AStarSearch {
     fn waits_for_template(&self, hint: Hint, words: usize) -> bool {
         let sampled = self.sample && matches!(hint, Hint::Tensor(..)) && words >= SAMPLE_MIN_WORDS;
         self.offers_templates(hint) && !sampled
-    }
-}
-
-impl AStarSearch {
-    /// Whether [`Synthesizer::synthesize_reusing`] builds and offers templates
-    /// for chunks with this hint.
-    fn offers_templates(&self, hint: Hint) -> bool {
-        self.reuse && self.effort == 1 && hint != Hint::Opaque
     }
 }
 

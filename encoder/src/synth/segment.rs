@@ -174,11 +174,11 @@ pub fn regime_cuts(s: &Stream, min_gain: f64, price: impl Fn(&[u64]) -> Option<f
 
 /// The symbols occurring in `words` (each below `size`), in increasing order.
 fn present_symbols<W: Word>(words: &[W], size: usize) -> Vec<u32> {
-    let mut seen = vec![0u32; size];
+    let mut seen = vec![false; size];
     for x in words {
-        seen[x.to_u64() as usize] = 1;
+        seen[x.to_u64() as usize] = true;
     }
-    (0..size as u32).filter(|&v| seen[v as usize] != 0).collect()
+    (0..size as u32).filter(|&v| seen[v as usize]).collect()
 }
 
 /// Fills `cum` (see [`regime_cuts`]) from `words` cut into units of `unit`

@@ -92,6 +92,16 @@ struct Model {
 }
 
 impl Model {
+    /// The one-context model (order 0) around `center`.
+    fn flat(center: u8) -> Model {
+        Model {
+            center,
+            weights: vec![0],
+            signed: false,
+            thresholds: Vec::new(),
+        }
+    }
+
     /// Largest weighted distance sum for `width`-bit words.
     fn max_sum(&self, width: u8) -> usize {
         let max_dist = usize::from(self.center).max((1usize << width) - 1 - usize::from(self.center));
@@ -545,12 +555,6 @@ pub fn promising(symbols: &[u8], width: u8) -> bool {
 /// the rows' sums; the same as `plan(symbols, width, flat)` without a pass over
 /// the words.
 fn flat_plan(center: u8, width: u8, counts: &[u64], n: usize) -> Plan {
-    let flat = Model {
-        center,
-        weights: vec![0],
-        signed: false,
-        thresholds: Vec::new(),
-    };
     let size = 1usize << width;
     let mut column = vec![0u64; size];
     for row in counts.chunks_exact(size) {
@@ -558,7 +562,7 @@ fn flat_plan(center: u8, width: u8, counts: &[u64], n: usize) -> Plan {
             *t += c;
         }
     }
-    plan_counted(width, flat, vec![0; n], &column)
+    plan_counted(width, Model::flat(center), vec![0; n], &column)
 }
 
 /// A lower bound of the estimate of any plan of `n` words whose counts per
@@ -802,13 +806,7 @@ mod tests {
         let noise: Vec<u8> = (0..20_000).map(|_| (rng.next() % 200) as u8).collect();
         for (v, width) in [(kernels(30_000, 8, 7), 8), (noise, 8), (kernels(5_000, 5, 3), 5)] {
             let center = mode(&v);
-            let flat = Model {
-                center,
-                weights: vec![0],
-                signed: false,
-                thresholds: Vec::new(),
-            };
-            let direct = plan(&v, width, flat);
+            let direct = plan(&v, width, Model::flat(center));
             for &model in &ENCODER_MODELS {
                 let m = encoder_model(center, model, width);
                 let counts = context_counts(&v, &m.contexts(&v, width), m.buckets() * m.classes(), width);
