@@ -349,12 +349,52 @@ impl Ahead {
     }
 }
 
+/// Input bytes shared with the caller (feature `shared-input`): the archive
+/// mapped into memory, say. See [`StreamDecoder::share_input`].
+#[cfg(feature = "shared-input")]
+pub type SharedInput = Arc<dyn AsRef<[u8]> + Send + Sync>;
+
+/// The decoder's input: a buffer of its own that pushed bytes are copied into,
+/// or (feature `shared-input`) input shared with the caller, not copied.
+#[derive(Default)]
+struct Input {
+    own: Vec<u8>,
+    /// When set, the input (and `own` unused).
+    #[cfg(feature = "shared-input")]
+    shared: Option<SharedInput>,
+}
+
+impl Input {
+    fn bytes(&self) -> &[u8] {
+        #[cfg(feature = "shared-input")]
+        if let Some(shared) = &self.shared {
+            return (**shared).as_ref();
+        }
+        &self.own
+    }
+
+    /// The buffer of its own, `pos..end` of any shared input first moved into
+    /// it (to `0..end - pos`; `pos` and `end` follow).
+    fn own(&mut self, pos: &mut usize, end: &mut usize) -> &mut Vec<u8> {
+        #[cfg(feature = "shared-input")]
+        if let Some(shared) = self.shared.take() {
+            self.own.clear();
+            self.own.extend_from_slice(&(*shared).as_ref()[*pos..*end]);
+            *end -= *pos;
+            *pos = 0;
+        }
+        let _ = (pos, end);
+        &mut self.own
+    }
+}
+
 /// A push-style archive decoder. See the module docs.
 pub struct StreamDecoder {
     limits: DecodeLimits,
-    /// Input: `buf[pos..end]` is pushed and not yet consumed; past `end`, space
-    /// already initialized for [`Self::fill`] to read into.
-    buf: Vec<u8>,
+    /// Input: `buf[pos..end]` is pushed and not yet consumed; past `end` (in a
+    /// buffer of its own), space already initialized for [`Self::fill`] to read
+    /// into.
+    buf: Input,
     /// Start of unconsumed bytes in `buf`.
     pos: usize,
     /// End of the pushed bytes in `buf`.
@@ -417,7 +457,7 @@ impl StreamDecoder {
     pub fn new(limits: DecodeLimits) -> Self {
         StreamDecoder {
             limits,
-            buf: Vec::new(),
+            buf: Input::default(),
             pos: 0,
             end: 0,
             offset: 0,
@@ -519,16 +559,35 @@ impl StreamDecoder {
     /// window: its peak RSS was 4 MB higher on a synthetic BF16 archive; now its
     /// moves are 1.1–1.3 times the archive.)
     fn space(&mut self, n: usize) -> &mut [u8] {
+        let buf = self.buf.own(&mut self.pos, &mut self.end);
         let kept = self.end - self.pos;
-        if self.pos > 0 && (self.pos >= kept || (self.buf.len() < self.end + n && self.pos >= kept / 4)) {
-            self.buf.copy_within(self.pos..self.end, 0);
+        if self.pos > 0 && (self.pos >= kept || (buf.len() < self.end + n && self.pos >= kept / 4)) {
+            buf.copy_within(self.pos..self.end, 0);
             self.end -= self.pos;
             self.pos = 0;
         }
-        if self.buf.len() < self.end + n {
-            self.buf.resize(self.end + n, 0);
+        if buf.len() < self.end + n {
+            buf.resize(self.end + n, 0);
         }
-        &mut self.buf[self.end..self.end + n]
+        &mut buf[self.end..self.end + n]
+    }
+
+    /// Takes `input`, the rest of the archive (or all of it), without copying
+    /// it: as [`Self::push`] would, but the decoder reads it where it lies, and
+    /// the chunk bodies that [`Self::next_event_ahead`] hands its `start` are
+    /// slices of it (so a caller holding `input` can find them in it and let
+    /// other threads decode them there). Bytes pushed afterwards are appended
+    /// (what is left of `input` is then copied into a buffer first); given
+    /// while bytes pushed earlier are not consumed, `input` is copied after them.
+    #[cfg(feature = "shared-input")]
+    pub fn share_input(&mut self, input: SharedInput) {
+        if self.buffered() > 0 {
+            self.push((*input).as_ref());
+            return;
+        }
+        self.end = (*input).as_ref().len();
+        self.pos = 0;
+        self.buf.shared = Some(input);
     }
 
     /// Bytes pushed but not yet consumed.
@@ -555,7 +614,7 @@ impl StreamDecoder {
         let mut at = self.walked_to.max(first);
         loop {
             let skip = usize::try_from(at - self.offset).ok()?;
-            let avail = self.buf[..self.end].get(self.pos + skip..)?;
+            let avail = self.buf.bytes()[..self.end].get(self.pos + skip..)?;
             let head = RecordHead::parse(avail).ok()?;
             if avail.len() < head.total_len() {
                 return Some(head.total_len() - avail.len());
@@ -690,7 +749,7 @@ impl StreamDecoder {
         }
         let mut pending_bytes = self.predecoded.iter().fold(0u64, |sum, p| sum.saturating_add(p.1));
         while self.predecoded.len() < ahead.max_chunks {
-            let Some(avail) = self.buf[..self.end].get(at..) else {
+            let Some(avail) = self.buf.bytes()[..self.end].get(at..) else {
                 break;
             };
             let Ok(head) = RecordHead::parse(avail) else { break };
@@ -790,7 +849,7 @@ impl StreamDecoder {
                 if avail < HEADER_LEN {
                     return Ok(false);
                 }
-                self.digest_kind = check_header(&self.buf[self.pos..self.pos + HEADER_LEN])?;
+                self.digest_kind = check_header(&self.buf.bytes()[self.pos..self.pos + HEADER_LEN])?;
                 self.consume(HEADER_LEN);
                 self.state = State::FileOrIndex;
                 Ok(true)
@@ -813,7 +872,7 @@ impl StreamDecoder {
                 if avail < 5 {
                     return Ok(false);
                 }
-                let head = RecordHead::parse(&self.buf[self.pos..self.end])?;
+                let head = RecordHead::parse(&self.buf.bytes()[self.pos..self.end])?;
                 if avail < head.total_len() {
                     return Ok(false);
                 }
@@ -821,12 +880,13 @@ impl StreamDecoder {
                 // A chunk started ahead had its framing and checksum checked then.
                 let checked = self.predecoded.front().is_some_and(|(at, _, _)| *at == self.offset);
                 if !checked {
-                    open_record(&self.buf[start..start + head.total_len()])?;
+                    open_record(&self.buf.bytes()[start..start + head.total_len()])?;
                 }
                 let offset = self.offset;
                 // Take the buffer out so the body can be borrowed while `self` changes.
                 let buf = core::mem::take(&mut self.buf);
-                let result = self.record(head.kind, &buf[start + 5..start + 5 + head.body_len as usize], offset);
+                let body = &buf.bytes()[start + 5..start + 5 + head.body_len as usize];
+                let result = self.record(head.kind, body, offset);
                 self.buf = buf;
                 result?;
                 self.consume(head.total_len());

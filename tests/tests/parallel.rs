@@ -138,6 +138,82 @@ fn filling_in_place_is_pushing() {
     assert_eq!(filled_events(cut, 1000, 333), events(cut, cut.len(), None));
 }
 
+/// Every event (and the final error, if any) with `archive[..split]` pushed and
+/// the rest shared (`StreamDecoder::share_input`); chunks are started ahead (at
+/// most `ahead`), and with all of it shared, their bodies must lie in it.
+fn shared_events(archive: &[u8], split: usize, ahead: usize) -> (Vec<Event>, Option<DecodeError>) {
+    let shared: std::sync::Arc<Vec<u8>> = std::sync::Arc::new(archive[split..].to_vec());
+    let (lo, hi) = (shared.as_ptr() as usize, shared.as_ptr() as usize + shared.len());
+    let mut in_shared = 0;
+    let mut start = |body: &[u8], limits: &Limits, place: Option<ChunkPlace>| {
+        let at = body.as_ptr() as usize;
+        if at >= lo && at + body.len() <= hi {
+            in_shared += 1;
+        }
+        sequential(body, limits, place)
+    };
+    let mut dec = StreamDecoder::new(DecodeLimits::default());
+    let mut out = Vec::new();
+    let mut drain = |dec: &mut StreamDecoder, out: &mut Vec<Event>| loop {
+        match dec.next_event_ahead(chunks(ahead), &mut start, true) {
+            Ok(Some(ev)) => out.push(ev),
+            Ok(None) => return None,
+            Err(e) => return Some(e),
+        }
+    };
+    dec.push(&archive[..split]);
+    if let Some(e) = drain(&mut dec, &mut out) {
+        return (out, Some(e));
+    }
+    dec.share_input(shared.clone());
+    if let Some(e) = drain(&mut dec, &mut out) {
+        return (out, Some(e));
+    }
+    let end = dec.finish().err();
+    let data = out.iter().filter(|e| matches!(e, Event::Data(_))).count();
+    if split == 0 && end.is_none() {
+        assert_eq!(in_shared, data, "every chunk body a slice of the shared input");
+    }
+    (out, end)
+}
+
+#[test]
+fn shared_input_is_pushing() {
+    let archive = many_chunks();
+    let want = events(&archive, archive.len(), None);
+    assert!(want.1.is_none(), "{:?}", want.1);
+    for ahead in [1, 4] {
+        assert_eq!(shared_events(&archive, 0, ahead), want, "all shared");
+        // Shared after pushed bytes that are not consumed: copied after them.
+        assert_eq!(shared_events(&archive, 3, ahead), want, "a header's part pushed");
+        let mid = archive.len() / 2;
+        assert_eq!(shared_events(&archive, mid, ahead), want, "half pushed");
+    }
+    // Pushed after shared input: what is left of it is copied, then appended to.
+    let mid = archive.len() / 2;
+    let mut dec = StreamDecoder::new(DecodeLimits::default());
+    dec.share_input(std::sync::Arc::new(archive[..mid].to_vec()));
+    let mut got = Vec::new();
+    while let Some(ev) = dec.next_event().unwrap() {
+        got.push(ev);
+    }
+    assert!(!got.is_empty() && dec.buffered() > 0, "stops within a record");
+    dec.push(&archive[mid..]);
+    while let Some(ev) = dec.next_event().unwrap() {
+        got.push(ev);
+    }
+    assert_eq!((got, dec.finish().err()), want);
+    // Damaged and truncated shared input fails as it does pushed.
+    let step = (archive.len() / 60).max(1);
+    for at in (0..archive.len()).step_by(step) {
+        let mut bad = archive.clone();
+        bad[at] ^= 0x5a;
+        assert_eq!(shared_events(&bad, 0, 4), events(&bad, bad.len(), None), "byte {at}");
+        let cut = &archive[..at];
+        assert_eq!(shared_events(cut, 0, 4), events(cut, cut.len(), None), "prefix {at}");
+    }
+}
+
 #[test]
 fn decoding_ahead_changes_nothing() {
     let archive = many_chunks();

@@ -5,7 +5,9 @@ use std::io::Read;
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result};
+use brevis_decoder::format::archive::ChunkRecord;
 use brevis_decoder::format::program::Limits;
+use brevis_decoder::format::stream::LeBytes;
 use brevis_decoder::format::FormatError;
 use brevis_decoder::{
     decode_chunk_bytes, Ahead, Archive, Blake3Tree, ChunkPlace, DecodeLimits, DecodedChunk, DigestKind, Digester,
@@ -265,7 +267,8 @@ fn stream_archive(
 ) -> Result<()> {
     let (base, limits) = (limits.base()?, limits.limits());
     let f = File::open(path).with_context(|| format!("cannot open `{}`", path.display()))?;
-    let total = f.metadata()?.len();
+    let meta = f.metadata()?;
+    let total = meta.len();
     let pb = progress(total, quiet, "decode");
     let mut dec = match base {
         Some(b) => StreamDecoder::with_base(limits, Box::new(b)),
@@ -289,9 +292,106 @@ fn stream_archive(
         };
         (ahead, None)
     };
-    decode_stream(&mut dec, f, path, ahead, pool.as_ref(), &pb, &mut on_event)?;
+    match MappedArchive::map(&f, &meta) {
+        Some(map) => decode_mapped(&mut dec, map, ahead, pool.as_ref(), &pb, &mut on_event)?,
+        None => decode_stream(&mut dec, f, path, ahead, pool.as_ref(), &pb, &mut on_event)?,
+    }
     pb.finish_and_clear();
     dec.finish().map_err(CorruptArchive)?;
+    Ok(())
+}
+
+/// An archive mapped into memory, which the decoder reads where it lies
+/// ([`StreamDecoder::share_input`]) and whose chunks the [`DecodePool`] decodes
+/// there: no copy of the archive is made. Reading it in pieces instead, the
+/// kernel's copy into the decoder's buffer was 13% of a two-thread `verify` of
+/// a synthetic 1 GiB `--fast-decode` archive, and copying each chunk's payloads
+/// for its decoding thread ([`ParsedChunk`]) 8%, both on the thread that
+/// reads the archive, the one that bounds such a decode (`perf record`).
+struct MappedArchive(std::sync::Arc<memmap2::Mmap>);
+
+/// Bytes of the mapped archive consumed between two releases of their pages
+/// ([`MappedArchive::release`]).
+const RELEASE_STEP: usize = 2 << 20;
+
+/// How far behind the last release a release starts again. A page touched just
+/// past a release (the rest of the record it ends in) is mapped with its
+/// neighbours, behind it too: the kernel's fault-around (64 KiB) or the whole
+/// large folio of the page cache (up to 2 MiB) at once. Releasing from where the
+/// last release ended kept those: the process held about 3% of a synthetic
+/// 1 GiB archive by its end (`/proc/PID/pagemap`: a few pages every 2 MiB).
+const RELEASE_BEHIND: usize = 2 << 20;
+
+impl MappedArchive {
+    /// The archive in `f` mapped, if it is a regular file that can be (not a
+    /// pipe, say, nor empty).
+    fn map(f: &File, meta: &std::fs::Metadata) -> Option<Self> {
+        if !meta.is_file() || meta.len() == 0 {
+            return None;
+        }
+        // SAFETY: the map is read-only and Brevis never writes its inputs. Another
+        // process truncating the archive while it is mapped could fault, as with
+        // any mmap-based tool (see `map_file`); changed bytes fail their checks.
+        #[allow(unsafe_code)]
+        let map = unsafe { memmap2::Mmap::map(f) }.ok()?;
+        // Read ahead of the faults; a hint only, so a refusal changes nothing.
+        let _ = map.advise(memmap2::Advice::Sequential);
+        Some(MappedArchive(std::sync::Arc::new(map)))
+    }
+
+    /// Unmaps the pages of `range` (consumed: no chunk decoding or to decode
+    /// needs them), so that what the process holds does not grow with the
+    /// archive: its pages stay in the page cache, but no longer count in this
+    /// process's resident memory.
+    fn release(&self, range: std::ops::Range<usize>) {
+        // SAFETY: `MADV_DONTNEED` on a shared, read-only file mapping only drops
+        // page-table entries: were a page touched again it would be mapped again
+        // from the page cache, with the same bytes (memmap2 calls the advice
+        // unchecked because on private or anonymous maps it zeroes what was
+        // written, and nothing is written here). It is a hint: an error (pages
+        // kept) changes nothing.
+        #[allow(unsafe_code)]
+        let _ = unsafe {
+            self.0
+                .unchecked_advise_range(memmap2::UncheckedAdvice::DontNeed, range.start, range.len())
+        };
+    }
+}
+
+/// Where `part` lies in `whole`, if it is a slice of it.
+fn range_in(whole: &[u8], part: &[u8]) -> Option<std::ops::Range<usize>> {
+    let start = (part.as_ptr() as usize).checked_sub(whole.as_ptr() as usize)?;
+    let end = start.checked_add(part.len())?;
+    (end <= whole.len()).then_some(start..end)
+}
+
+/// [`decode_stream`] for a mapped archive: the decoder reads it in place, chunk
+/// records start decoding on the pool where they lie, and pages consumed are
+/// released every [`RELEASE_STEP`] bytes.
+fn decode_mapped(
+    dec: &mut StreamDecoder,
+    map: MappedArchive,
+    ahead: Ahead,
+    pool: Option<&DecodePool>,
+    pb: &indicatif::ProgressBar,
+    on_event: &mut impl FnMut(Event) -> Result<()>,
+) -> Result<()> {
+    dec.share_input(map.0.clone());
+    let mut start = |body: &[u8], limits: &Limits, place: Option<ChunkPlace>| match pool {
+        Some(p) => p.start(body, Some(&map.0), limits, place),
+        None => Box::new(decode_chunk_bytes(body, limits)) as Box<dyn PendingChunk>,
+    };
+    let mut released = 0;
+    while let Some(ev) = dec.next_event_ahead(ahead, &mut start, true).map_err(CorruptArchive)? {
+        on_event(ev)?;
+        let consumed = map.0.len() - dec.buffered();
+        if consumed - released >= RELEASE_STEP {
+            map.release(released.saturating_sub(RELEASE_BEHIND) / RELEASE_BEHIND * RELEASE_BEHIND..consumed);
+            pb.set_position(consumed as u64);
+            released = consumed;
+        }
+    }
+    pb.set_position(map.0.len() as u64);
     Ok(())
 }
 
@@ -403,26 +503,48 @@ impl DecodePool {
         Ok(())
     }
 
-    /// Parses `body` here and queues its program to run. The parsed program holds
-    /// its own copy of the literals' payloads, so the record is not copied for the
-    /// job: one copy of each chunk's bytes less in memory while it waits and runs
-    /// (the two-thread peak on a synthetic 4 GiB `--fast-decode` archive rose past
-    /// 64 MiB with a record copy per pending chunk), and one pass less over them.
+    /// Queues the chunk record `body` to decode. Where `body` lies in `map` (the
+    /// mapped archive), the job decodes it there; else it is parsed here and
+    /// the parsed program, which holds its own copy of the literals' payloads,
+    /// runs in the job: not a copy of the record as well, so one copy of each
+    /// chunk's bytes less in memory while it waits and runs (the two-thread peak
+    /// on a synthetic 4 GiB `--fast-decode` archive rose past 64 MiB with a
+    /// record copy per pending chunk), and one pass less over them.
     ///
     /// Given the chunk's place in its file (BLAKE3 archives), the job also hashes
     /// the BLAKE3 subtrees of what it decoded while the bytes are in its core's
     /// cache ([`Subtrees`]), for [`ThreadedHasher`] to merge.
-    fn start(&self, body: &[u8], limits: &Limits, place: Option<ChunkPlace>) -> Box<dyn PendingChunk> {
+    fn start(
+        &self,
+        body: &[u8],
+        map: Option<&std::sync::Arc<memmap2::Mmap>>,
+        limits: &Limits,
+        place: Option<ChunkPlace>,
+    ) -> Box<dyn PendingChunk> {
         let (tx, rx) = std::sync::mpsc::sync_channel(1);
-        match ParsedChunk::parse(body, limits) {
-            Ok(chunk) => {
-                let small = chunk.decoded_len() <= SMALL_JOB;
+        type Run = Box<dyn FnOnce() -> Result<LeBytes, FormatError> + Send>;
+        let in_map = map.and_then(|m| Some((m.clone(), range_in(m, body)?)));
+        let work: Result<(Run, u64), FormatError> = match in_map {
+            Some((map, range)) => ChunkRecord::parse(body).map(|chunk| {
+                let limits = *limits;
+                let run: Run = Box::new(move || decode_chunk_bytes(&map[range], &limits));
+                (run, chunk.decoded_len)
+            }),
+            None => ParsedChunk::parse(body, limits).map(|chunk| {
+                let len = chunk.decoded_len();
+                let run: Run = Box::new(move || chunk.run());
+                (run, len)
+            }),
+        };
+        match work {
+            Ok((run, decoded_len)) => {
+                let small = decoded_len <= SMALL_JOB;
                 // If the thread cannot start, the others run the job.
                 if !small && self.threads.borrow().len() < self.max_threads {
                     let _ = self.spawn();
                 }
                 let job: Job = Box::new(move || {
-                    let decoded = chunk.run().map(|bytes| DecodedChunk {
+                    let decoded = run().map(|bytes| DecodedChunk {
                         subtrees: place.map(|place| Subtrees::hash(&bytes, place)),
                         bytes,
                     });
@@ -517,7 +639,7 @@ fn decode_stream(
     // Without a pool nothing is started ahead (`ahead` allows none); were it,
     // the chunk would be decoded here and then.
     let mut start = |body: &[u8], limits: &Limits, place: Option<ChunkPlace>| match pool {
-        Some(p) => p.start(body, limits, place),
+        Some(p) => p.start(body, None, limits, place),
         None => Box::new(decode_chunk_bytes(body, limits)) as Box<dyn PendingChunk>,
     };
     let mut eof = false;
