@@ -193,6 +193,16 @@ pub fn decode_chunk_bytes(body: &[u8], limits: &Limits) -> Result<LeBytes> {
     check_decoded(eval(&node)?.into_le_bytes()?, chunk.decoded_xxh3)
 }
 
+/// [`decode_chunk_bytes`] of a whole chunk record (kind, length, body and
+/// checksum), whose checksum is checked first. What a [`crate::PendingChunk`]
+/// started by [`crate::StreamDecoder::next_event_ahead`] must give: the check is
+/// then made where the chunk decodes (another thread, say), not where the
+/// archive is read.
+pub fn decode_chunk_record(record: &[u8], limits: &Limits) -> Result<LeBytes> {
+    let (_, body) = brevis_format::archive::open_record(record)?;
+    decode_chunk_bytes(body, limits)
+}
+
 /// A chunk record's program, parsed and checked, ready to run without the record:
 /// [`decode_chunk_bytes`] in two steps, so that a caller can parse a chunk where its
 /// record lies and run it elsewhere without copying the record (the program holds

@@ -50,7 +50,7 @@ pub use brevis_format as format;
 pub use brevis_format::archive::DigestKind;
 pub use digest::{digest, Blake3Tree, ChunkPlace, Digester, Subtrees};
 pub use error::{DecodeError, ErrorKind, Location};
-pub use exec::{decode_chunk, decode_chunk_bytes, ParsedChunk};
+pub use exec::{decode_chunk, decode_chunk_bytes, decode_chunk_record, ParsedChunk};
 pub use stream::{Ahead, DecodedChunk, Event, FileHasher, PendingChunk, Piece, StreamDecoder};
 
 /// The default [`DecodeLimits::max_retained_bytes`]: 4 GiB.

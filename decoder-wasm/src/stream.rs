@@ -281,6 +281,11 @@ pub trait PendingChunk {
     fn wait(self: Box<Self>) -> Result<DecodedChunk, FormatError>;
 }
 
+/// Stands in for a pending chunk while it is waited for (never returned).
+const WAITED: FormatError = FormatError::Invalid {
+    what: "chunk (waited for twice)",
+};
+
 /// A chunk already decoded.
 impl PendingChunk for Result<LeBytes, FormatError> {
     fn is_ready(&mut self) -> bool {
@@ -638,12 +643,14 @@ impl StreamDecoder {
     }
 
     /// [`Self::next_event`], with the chunk records already buffered started
-    /// ahead of time: `start` gets each one's body, the program limits and, in an
-    /// archive whose file digests are BLAKE3, where its bytes go in their file
-    /// (when that is known: not in a segment stored against a base), and returns a
-    /// [`PendingChunk`] that gives what [`crate::decode_chunk_bytes`] would —
-    /// decoded on another thread meanwhile, say (`start` must copy the body if
-    /// it keeps it) — and, given a place, may give the BLAKE3 [`Subtrees`] of
+    /// ahead of time: `start` gets each one's whole record (its framing checked,
+    /// not yet its checksum), the program limits and, in an archive whose file
+    /// digests are BLAKE3, where its bytes go in their file (when that is known:
+    /// not in a segment stored against a base), and returns a [`PendingChunk`]
+    /// that gives what [`crate::decode_chunk_record`] would, checksum check
+    /// included — decoded on another thread meanwhile, say (`start` must copy
+    /// the record if it keeps it, unless it holds what was given to
+    /// [`Self::share_input`]) — and, given a place, may give the BLAKE3 [`Subtrees`] of
     /// the bytes too, so that the file's hasher need not hash them again. How
     /// many are pending at once is bounded by `ahead`; more are
     /// started as records are consumed, so workers never idle behind a batch
@@ -794,14 +801,12 @@ impl StreamDecoder {
                     if !ahead.allows(self.predecoded.len(), pending_bytes, largest) {
                         break;
                     }
-                    let Ok((_, body)) = open_record(&avail[..head.total_len()]) else {
-                        break;
-                    };
                     let place = self
                         .scan_file
                         .filter(|f| f.hashable && self.digest_kind == DigestKind::Blake3);
+                    // The record's checksum is the job's to check (see `step`).
                     let pending = start(
-                        body,
+                        &avail[..head.total_len()],
                         &self.limits.program,
                         place.map(|f| ChunkPlace {
                             file_offset: f.next,
@@ -877,8 +882,20 @@ impl StreamDecoder {
                     return Ok(false);
                 }
                 let start = self.pos;
-                // A chunk started ahead had its framing and checksum checked then.
-                let checked = self.predecoded.front().is_some_and(|(at, _, _)| *at == self.offset);
+                // A chunk started ahead checked its record's checksum where it
+                // was decoded, if that succeeded; if not, the record is checked
+                // here as any other, so an error is the one it would be without
+                // starting ahead (a bad checksum before what the body says).
+                let checked = match self.predecoded.front_mut() {
+                    Some((at, _, pending)) if *at == self.offset => {
+                        let done = core::mem::replace(pending, Box::new(Err::<DecodedChunk, _>(WAITED)));
+                        let result = done.wait();
+                        let ok = result.is_ok();
+                        *pending = Box::new(result);
+                        ok
+                    }
+                    _ => false,
+                };
                 if !checked {
                     open_record(&self.buf.bytes()[start..start + head.total_len()])?;
                 }

@@ -7,12 +7,12 @@
 use std::fs;
 use std::path::Path;
 
-use brevis_decoder::format::archive::{ChunkRecord, RecordHead, HEADER_LEN};
+use brevis_decoder::format::archive::{open_record, ChunkRecord, RecordHead, HEADER_LEN};
 use brevis_decoder::format::program::Limits;
 use brevis_decoder::format::stream::LeBytes;
 use brevis_decoder::format::FormatError;
 use brevis_decoder::{
-    decode_chunk_bytes, Ahead, Blake3Tree, ChunkPlace, DecodeError, DecodeLimits, DecodedChunk, DigestKind, Event,
+    decode_chunk_record, Ahead, Blake3Tree, ChunkPlace, DecodeError, DecodeLimits, DecodedChunk, DigestKind, Event,
     FileHasher, PendingChunk, Piece, StreamDecoder, Subtrees,
 };
 use brevis_encoder::synth::CandidateSearch;
@@ -62,8 +62,14 @@ fn chunks(max: usize) -> Ahead {
 }
 
 /// Decodes at once (a pending chunk that is always ready).
-fn sequential(body: &[u8], limits: &Limits, _: Option<ChunkPlace>) -> Box<dyn PendingChunk> {
-    Box::new(decode_chunk_bytes(body, limits))
+fn sequential(record: &[u8], limits: &Limits, _: Option<ChunkPlace>) -> Box<dyn PendingChunk> {
+    Box::new(decode_chunk_record(record, limits))
+}
+
+/// The decoded length a chunk record declares.
+fn declared(record: &[u8]) -> u64 {
+    let (_, body) = open_record(record).unwrap();
+    ChunkRecord::parse(body).unwrap().decoded_len
 }
 
 /// Every event (and the final error, if any) pushing `piece` bytes at a time.
@@ -145,12 +151,12 @@ fn shared_events(archive: &[u8], split: usize, ahead: usize) -> (Vec<Event>, Opt
     let shared: std::sync::Arc<Vec<u8>> = std::sync::Arc::new(archive[split..].to_vec());
     let (lo, hi) = (shared.as_ptr() as usize, shared.as_ptr() as usize + shared.len());
     let mut in_shared = 0;
-    let mut start = |body: &[u8], limits: &Limits, place: Option<ChunkPlace>| {
-        let at = body.as_ptr() as usize;
-        if at >= lo && at + body.len() <= hi {
+    let mut start = |record: &[u8], limits: &Limits, place: Option<ChunkPlace>| {
+        let at = record.as_ptr() as usize;
+        if at >= lo && at + record.len() <= hi {
             in_shared += 1;
         }
-        sequential(body, limits, place)
+        sequential(record, limits, place)
     };
     let mut dec = StreamDecoder::new(DecodeLimits::default());
     let mut out = Vec::new();
@@ -172,7 +178,7 @@ fn shared_events(archive: &[u8], split: usize, ahead: usize) -> (Vec<Event>, Opt
     let end = dec.finish().err();
     let data = out.iter().filter(|e| matches!(e, Event::Data(_))).count();
     if split == 0 && end.is_none() {
-        assert_eq!(in_shared, data, "every chunk body a slice of the shared input");
+        assert_eq!(in_shared, data, "every chunk record a slice of the shared input");
     }
     (out, end)
 }
@@ -300,11 +306,11 @@ fn chunks_not_ready_let_the_caller_read_on_and_stay_bounded() {
     for (piece, max, polls) in [(archive.len(), 3, 2), (999, 2, 3), (5000, 5, 1), (64, 1, 4)] {
         let pending = std::rc::Rc::new(std::cell::Cell::new(0usize));
         let most = std::rc::Rc::new(std::cell::Cell::new(0usize));
-        let mut start = |body: &[u8], limits: &Limits, _: Option<ChunkPlace>| -> Box<dyn PendingChunk> {
+        let mut start = |record: &[u8], limits: &Limits, _: Option<ChunkPlace>| -> Box<dyn PendingChunk> {
             pending.set(pending.get() + 1);
             most.set(most.get().max(pending.get()));
             Box::new(Slow {
-                result: decode_chunk_bytes(body, limits),
+                result: decode_chunk_record(record, limits),
                 polls,
                 pending: pending.clone(),
             })
@@ -346,9 +352,9 @@ fn what_starts_ahead_follows_the_largest_chunk() {
         let mut sizes = Vec::new();
         let mut dec = StreamDecoder::new(DecodeLimits::default());
         dec.push(&archive);
-        let mut count = |body: &[u8], limits: &Limits, place: Option<ChunkPlace>| {
-            sizes.push(ChunkRecord::parse(body).unwrap().decoded_len);
-            sequential(body, limits, place)
+        let mut count = |record: &[u8], limits: &Limits, place: Option<ChunkPlace>| {
+            sizes.push(declared(record));
+            sequential(record, limits, place)
         };
         while dec
             .next_event_ahead(chunks(usize::MAX), &mut count, true)
@@ -380,11 +386,11 @@ fn what_starts_ahead_follows_the_largest_chunk() {
         };
         let pending = std::rc::Rc::new(std::cell::Cell::new(0usize));
         let sizes = std::rc::Rc::new(std::cell::RefCell::new(Vec::new()));
-        let mut start = |body: &[u8], limits: &Limits, _: Option<ChunkPlace>| -> Box<dyn PendingChunk> {
+        let mut start = |record: &[u8], limits: &Limits, _: Option<ChunkPlace>| -> Box<dyn PendingChunk> {
             pending.set(pending.get() + 1);
-            sizes.borrow_mut().push(ChunkRecord::parse(body).unwrap().decoded_len);
+            sizes.borrow_mut().push(declared(record));
             Box::new(Slow {
-                result: decode_chunk_bytes(body, limits),
+                result: decode_chunk_record(record, limits),
                 polls: usize::MAX,
                 pending: pending.clone(),
             })
@@ -521,8 +527,8 @@ type Started = std::cell::RefCell<Vec<(Option<ChunkPlace>, Vec<u8>)>>;
 /// Decodes at once and, given a place, hashes the chunk's BLAKE3 subtrees
 /// there (as `brevis`'s workers do); `places` records what it was given.
 fn hashing(places: &Started) -> impl FnMut(&[u8], &Limits, Option<ChunkPlace>) -> Box<dyn PendingChunk> + '_ {
-    move |body, limits, place| {
-        let decoded = decode_chunk_bytes(body, limits).map(|bytes| DecodedChunk {
+    move |record, limits, place| {
+        let decoded = decode_chunk_record(record, limits).map(|bytes| DecodedChunk {
             subtrees: place.map(|p| Subtrees::hash(&bytes, p)),
             bytes,
         });

@@ -5,12 +5,12 @@ use std::io::Read;
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result};
-use brevis_decoder::format::archive::ChunkRecord;
+use brevis_decoder::format::archive::{open_record, ChunkRecord, RecordHead};
 use brevis_decoder::format::program::Limits;
 use brevis_decoder::format::stream::LeBytes;
 use brevis_decoder::format::FormatError;
 use brevis_decoder::{
-    decode_chunk_bytes, Ahead, Archive, Blake3Tree, ChunkPlace, DecodeLimits, DecodedChunk, DigestKind, Digester,
+    decode_chunk_record, Ahead, Archive, Blake3Tree, ChunkPlace, DecodeLimits, DecodedChunk, DigestKind, Digester,
     Event, FileHasher, ParsedChunk, PendingChunk, Piece, StreamDecoder, Subtrees,
 };
 use brevis_encoder::atomic::AtomicFile;
@@ -358,6 +358,14 @@ impl MappedArchive {
     }
 }
 
+/// A record's body, its checksum not checked.
+fn chunk_body(record: &[u8]) -> Result<&[u8], FormatError> {
+    let head = RecordHead::parse(record)?;
+    record
+        .get(5..5 + head.body_len as usize)
+        .ok_or(FormatError::Truncated { what: "record" })
+}
+
 /// Where `part` lies in `whole`, if it is a slice of it.
 fn range_in(whole: &[u8], part: &[u8]) -> Option<std::ops::Range<usize>> {
     let start = (part.as_ptr() as usize).checked_sub(whole.as_ptr() as usize)?;
@@ -377,9 +385,9 @@ fn decode_mapped(
     on_event: &mut impl FnMut(Event) -> Result<()>,
 ) -> Result<()> {
     dec.share_input(map.0.clone());
-    let mut start = |body: &[u8], limits: &Limits, place: Option<ChunkPlace>| match pool {
-        Some(p) => p.start(body, Some(&map.0), limits, place),
-        None => Box::new(decode_chunk_bytes(body, limits)) as Box<dyn PendingChunk>,
+    let mut start = |record: &[u8], limits: &Limits, place: Option<ChunkPlace>| match pool {
+        Some(p) => p.start(record, Some(&map.0), limits, place),
+        None => Box::new(decode_chunk_record(record, limits)) as Box<dyn PendingChunk>,
     };
     let mut released = 0;
     while let Some(ev) = dec.next_event_ahead(ahead, &mut start, true).map_err(CorruptArchive)? {
@@ -503,38 +511,43 @@ impl DecodePool {
         Ok(())
     }
 
-    /// Queues the chunk record `body` to decode. Where `body` lies in `map` (the
-    /// mapped archive), the job decodes it there; else it is parsed here and
-    /// the parsed program, which holds its own copy of the literals' payloads,
-    /// runs in the job: not a copy of the record as well, so one copy of each
-    /// chunk's bytes less in memory while it waits and runs (the two-thread peak
-    /// on a synthetic 4 GiB `--fast-decode` archive rose past 64 MiB with a
-    /// record copy per pending chunk), and one pass less over them.
+    /// Queues the chunk record `record` to decode, its checksum checked by the
+    /// job. Where `record` lies in `map` (the mapped archive), the job decodes
+    /// it there: the thread reading the archive does not touch its bytes, and
+    /// the job's checksum pass brings them into its core's cache for decoding.
+    /// Else it is checked and parsed here, and the parsed program, which holds
+    /// its own copy of the literals' payloads, runs in the job: not a copy of
+    /// the record as well, so one copy of each chunk's bytes less in memory
+    /// while it waits and runs (the two-thread peak on a synthetic 4 GiB
+    /// `--fast-decode` archive rose past 64 MiB with a record copy per pending
+    /// chunk), and one pass less over them.
     ///
     /// Given the chunk's place in its file (BLAKE3 archives), the job also hashes
     /// the BLAKE3 subtrees of what it decoded while the bytes are in its core's
     /// cache ([`Subtrees`]), for [`ThreadedHasher`] to merge.
     fn start(
         &self,
-        body: &[u8],
+        record: &[u8],
         map: Option<&std::sync::Arc<memmap2::Mmap>>,
         limits: &Limits,
         place: Option<ChunkPlace>,
     ) -> Box<dyn PendingChunk> {
         let (tx, rx) = std::sync::mpsc::sync_channel(1);
         type Run = Box<dyn FnOnce() -> Result<LeBytes, FormatError> + Send>;
-        let in_map = map.and_then(|m| Some((m.clone(), range_in(m, body)?)));
+        let in_map = map.and_then(|m| Some((m.clone(), range_in(m, record)?)));
         let work: Result<(Run, u64), FormatError> = match in_map {
-            Some((map, range)) => ChunkRecord::parse(body).map(|chunk| {
+            Some((map, range)) => chunk_body(record).and_then(ChunkRecord::parse).map(|chunk| {
                 let limits = *limits;
-                let run: Run = Box::new(move || decode_chunk_bytes(&map[range], &limits));
+                let run: Run = Box::new(move || decode_chunk_record(&map[range], &limits));
                 (run, chunk.decoded_len)
             }),
-            None => ParsedChunk::parse(body, limits).map(|chunk| {
-                let len = chunk.decoded_len();
-                let run: Run = Box::new(move || chunk.run());
-                (run, len)
-            }),
+            None => open_record(record)
+                .and_then(|(_, body)| ParsedChunk::parse(body, limits))
+                .map(|chunk| {
+                    let len = chunk.decoded_len();
+                    let run: Run = Box::new(move || chunk.run());
+                    (run, len)
+                }),
         };
         match work {
             Ok((run, decoded_len)) => {
@@ -638,9 +651,9 @@ fn decode_stream(
 ) -> Result<()> {
     // Without a pool nothing is started ahead (`ahead` allows none); were it,
     // the chunk would be decoded here and then.
-    let mut start = |body: &[u8], limits: &Limits, place: Option<ChunkPlace>| match pool {
-        Some(p) => p.start(body, None, limits, place),
-        None => Box::new(decode_chunk_bytes(body, limits)) as Box<dyn PendingChunk>,
+    let mut start = |record: &[u8], limits: &Limits, place: Option<ChunkPlace>| match pool {
+        Some(p) => p.start(record, None, limits, place),
+        None => Box::new(decode_chunk_record(record, limits)) as Box<dyn PendingChunk>,
     };
     let mut eof = false;
     loop {
