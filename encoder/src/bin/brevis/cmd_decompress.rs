@@ -335,6 +335,7 @@ impl MappedArchive {
         #[allow(unsafe_code)]
         let map = unsafe { memmap2::Mmap::map(f) }.ok()?;
         // Read ahead of the faults; a hint only, so a refusal changes nothing.
+        #[cfg(unix)]
         let _ = map.advise(memmap2::Advice::Sequential);
         Some(MappedArchive(std::sync::Arc::new(map)))
     }
@@ -343,6 +344,7 @@ impl MappedArchive {
     /// needs them), so that what the process holds does not grow with the
     /// archive: its pages stay in the page cache, but no longer count in this
     /// process's resident memory.
+    #[cfg_attr(not(unix), allow(unused_variables))]
     fn release(&self, range: std::ops::Range<usize>) {
         // SAFETY: `MADV_DONTNEED` on a shared, read-only file mapping only drops
         // page-table entries: were a page touched again it would be mapped again
@@ -350,6 +352,7 @@ impl MappedArchive {
         // unchecked because on private or anonymous maps it zeroes what was
         // written, and nothing is written here). It is a hint: an error (pages
         // kept) changes nothing.
+        #[cfg(unix)]
         #[allow(unsafe_code)]
         let _ = unsafe {
             self.0
