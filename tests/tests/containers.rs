@@ -1,4 +1,4 @@
-//! Container readers end to end: GGUF, PyTorch zip checkpoints and ONNX
+//! Container readers end to end: GGUF, PyTorch zip and legacy checkpoints and ONNX
 //! external data are mapped onto tensors, round-trip byte for byte, and
 //! damaged or hostile files still round-trip as plain bytes.
 
@@ -260,6 +260,90 @@ fn pytorch_zip_storages_round_trip_as_tensors() {
     let legacy = pickle(&[("w", "FloatStorage", "0", 4)]);
     assert_eq!(plan("x.pth", &legacy).unwrap().0, Container::Plain);
     round_trip(&[("x.pt", &other), ("x.pth", &legacy)]);
+}
+
+/// A legacy (pre-1.6, non-zip) checkpoint written by `torch.save(...,
+/// _use_new_zipfile_serialization=False)` (`tests/assets/make_legacy_pth.py`):
+/// an F32 storage (with a view of it), an F16, an F32 and an I64 one.
+const LEGACY_PTH: &[u8] = include_bytes!("../assets/legacy_torch_save.pth");
+
+#[test]
+fn pytorch_legacy_storages_round_trip_as_tensors() {
+    let (container, plans) = plan("craft.pth", LEGACY_PTH).unwrap();
+    assert_eq!(container, Container::PyTorchLegacy);
+    // The segments tile the file, in order.
+    let mut at = 0;
+    for p in &plans {
+        assert_eq!(p.range.start, at, "{}", p.name);
+        at = p.range.end;
+    }
+    assert_eq!(at, LEGACY_PTH.len());
+    let tensors: Vec<(DType, Vec<u64>)> = plans
+        .iter()
+        .filter_map(|p| match &p.kind {
+            SegmentKind::Tensor { dtype, shape } => Some((*dtype, shape.clone())),
+            SegmentKind::Opaque => None,
+        })
+        .collect();
+    assert_eq!(
+        tensors,
+        [
+            (DType::F32, vec![48 * 32]),
+            (DType::F16, vec![8 * 32]),
+            (DType::F32, vec![32]),
+            (DType::I64, vec![5])
+        ]
+    );
+    // Each storage's bytes follow its element count.
+    for p in plans.iter().filter(|p| p.name.starts_with("data/")) {
+        let count = u64::from_le_bytes(LEGACY_PTH[p.range.start - 8..p.range.start].try_into().unwrap());
+        let SegmentKind::Tensor { dtype, .. } = &p.kind else {
+            unreachable!()
+        };
+        assert_eq!(count * dtype.size() as u64, p.range.len() as u64, "{}", p.name);
+    }
+    round_trip(&[("craft.pth", LEGACY_PTH)]);
+
+    // Damaged: cut short, a storage's count changed, a key list that is not one,
+    // the magic number alone. Each stays plain bytes and round-trips.
+    let first = plans
+        .iter()
+        .find(|p| p.name.starts_with("data/"))
+        .unwrap()
+        .range
+        .clone();
+    let cut = &LEGACY_PTH[..LEGACY_PTH.len() - 3];
+    let mut recount = LEGACY_PTH.to_vec();
+    recount[first.start - 8] ^= 1;
+    let keys_at = plans[0].range.end - 2; // the key list's APPENDS
+    assert_eq!(LEGACY_PTH[keys_at..keys_at + 2], *b"e.");
+    let mut not_a_list = LEGACY_PTH.to_vec();
+    not_a_list[keys_at] = b'R';
+    let magic_only = &LEGACY_PTH[..15];
+    for bad in [cut, &recount, &not_a_list, magic_only] {
+        assert_eq!(plan("craft.pth", bad).unwrap().0, Container::Plain);
+    }
+    round_trip(&[
+        ("a.pth", cut),
+        ("b.pth", &recount),
+        ("c.pth", &not_a_list),
+        ("d.pth", magic_only),
+    ]);
+    // Any one byte changed, or the file cut anywhere: never a panic, and what
+    // is read as a checkpoint still tiles the file.
+    for at in 0..LEGACY_PTH.len() {
+        let mut bad = LEGACY_PTH.to_vec();
+        bad[at] ^= 0xa5;
+        for file in [&bad[..], &LEGACY_PTH[..at]] {
+            let (_, plans) = plan("x.pth", file).unwrap();
+            let mut end = 0;
+            for p in &plans {
+                assert_eq!(p.range.start, end, "byte {at}");
+                end = p.range.end;
+            }
+            assert_eq!(end, file.len(), "byte {at}");
+        }
+    }
 }
 
 fn varint(out: &mut Vec<u8>, mut v: u64) {

@@ -80,6 +80,9 @@ pub enum Container {
     Gguf,
     /// A zip-format PyTorch checkpoint: storages as tensors, the rest opaque.
     PyTorch,
+    /// A legacy (pre-1.6, non-zip) `torch.save` file: storages as tensors,
+    /// the pickles and storage sizes opaque.
+    PyTorchLegacy,
     /// An ONNX external data file, mapped by the model(s) beside it.
     OnnxExternalData,
     /// Any other file: opaque bytes.
@@ -91,7 +94,9 @@ pub enum Container {
 /// A file whose name ends in `.safetensors` must parse as safetensors; an
 /// `.onnx` file is read as ONNX when it parses and holds raw tensor data, a
 /// file starting with GGUF's magic as GGUF when it parses, a zip holding
-/// stored PyTorch storages as a PyTorch checkpoint, else kept opaque; other
+/// stored PyTorch storages as a PyTorch checkpoint, else kept opaque; a legacy
+/// `torch.save` file (its first pickle the magic number) as such when it
+/// parses, else kept opaque; other
 /// files are tried as safetensors and otherwise kept as opaque bytes.
 pub fn plan(path: &str, data: &[u8]) -> Result<(Container, Vec<SegmentPlan>)> {
     if path.ends_with(".onnx") {
@@ -109,6 +114,12 @@ pub fn plan(path: &str, data: &[u8]) -> Result<(Container, Vec<SegmentPlan>)> {
     if data.starts_with(b"PK\x03\x04") {
         return Ok(match pytorch::plan(data) {
             Ok(p) => (Container::PyTorch, p),
+            Err(_) => (Container::Plain, plain::plan(data)),
+        });
+    }
+    if pytorch::is_legacy(data) {
+        return Ok(match pytorch::plan_legacy(data) {
+            Ok(p) => (Container::PyTorchLegacy, p),
             Err(_) => (Container::Plain, plain::plan(data)),
         });
     }

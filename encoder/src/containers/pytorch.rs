@@ -18,7 +18,8 @@
 //! matter. Reference: PKWARE APPNOTE.TXT sections 4.3.7 (local header),
 //! 4.3.12 (central directory), 4.3.14–16 (zip64 and end records).
 //!
-//! Legacy (pre-1.6, non-zip) pickles are not recognised and stay plain.
+//! Legacy (pre-1.6, non-zip) files, five pickles followed by the storages'
+//! bytes, are read by [`plan_legacy`] with the same pickle reader.
 
 use std::collections::HashMap;
 use std::ops::Range;
@@ -178,7 +179,17 @@ enum Value {
 /// scan with an error (the caller then keeps the storages opaque).
 /// The element count recorded beside each dtype, where it is an int, lets
 /// the caller check the storage's length.
-pub fn storage_dtypes(p: &[u8]) -> Result<HashMap<String, (DType, Option<u64>)>> {
+pub fn storage_dtypes(p: &[u8]) -> Result<StorageDtypes> {
+    read_pickle(p).map(|(dtypes, _)| dtypes)
+}
+
+/// Each storage key's dtype and, where the persistent id gives it as an int,
+/// element count.
+pub type StorageDtypes = HashMap<String, (DType, Option<u64>)>;
+
+/// [`storage_dtypes`] of the pickle at the start of `p`, and its length (to
+/// just past its `STOP`).
+fn read_pickle(p: &[u8]) -> Result<(StorageDtypes, usize)> {
     use Value::*;
     let mut out = HashMap::new();
     let mut stack: Vec<Rc<Value>> = Vec::new();
@@ -390,7 +401,117 @@ pub fn storage_dtypes(p: &[u8]) -> Result<HashMap<String, (DType, Option<u64>)>>
             stack.push(Rc::new(v));
         }
     }
-    Ok(out)
+    Ok((out, at))
+}
+
+/// The first pickle of a legacy (pre-1.6, non-zip) `torch.save` file: protocol
+/// 2, the magic number `0x1950a86a20f9469cfc6c` as a `LONG1`, `STOP`.
+const LEGACY_MAGIC: &[u8] = b"\x80\x02\x8a\x0a\x6c\xfc\x9c\x46\xf9\x20\x6a\xa8\x50\x19\x2e";
+
+/// Whether `d` starts as a legacy (pre-1.6, non-zip) `torch.save` file does.
+pub fn is_legacy(d: &[u8]) -> bool {
+    d.starts_with(LEGACY_MAGIC)
+}
+
+/// The strings of the list pickled at the start of `p` (the storage keys of a
+/// legacy checkpoint), and the pickle's length. Only what pickles a list of
+/// strings is accepted: `PROTO`, `EMPTY_LIST`, `MARK`, memo puts, string
+/// opcodes, `APPEND`/`APPENDS`, `STOP`.
+fn string_list(p: &[u8]) -> Result<(Vec<String>, usize)> {
+    let mut out = Vec::new();
+    let mut at = 0usize;
+    let take = |at: &mut usize, n: usize| -> Result<&[u8]> {
+        let end = at
+            .checked_add(n)
+            .filter(|&e| e <= p.len())
+            .context("pickle truncated")?;
+        let s = &p[*at..end];
+        *at = end;
+        Ok(s)
+    };
+    let le = |b: &[u8]| b.iter().rev().fold(0usize, |a, &x| a << 8 | usize::from(x));
+    loop {
+        let op = *p.get(at).context("pickle ends without STOP")?;
+        at += 1;
+        match op {
+            b'.' => return Ok((out, at)),
+            0x80 | b'q' => {
+                take(&mut at, 1)?;
+            }
+            b'r' => {
+                take(&mut at, 4)?;
+            }
+            b']' | b'(' | b'a' | b'e' | 0x94 => {}
+            b'X' => {
+                let n = le(take(&mut at, 4)?);
+                out.push(String::from_utf8_lossy(take(&mut at, n)?).into_owned());
+            }
+            0x8c => {
+                let n = le(take(&mut at, 1)?);
+                out.push(String::from_utf8_lossy(take(&mut at, n)?).into_owned());
+            }
+            other => bail!(
+                "unexpected opcode 0x{other:02x} in the storage key list at byte {}",
+                at - 1
+            ),
+        }
+    }
+}
+
+/// Segments of a legacy (pre-1.6, non-zip) `torch.save` file: five pickles
+/// (the magic number, the protocol version, system information, the object
+/// with a persistent id per storage, the list of storage keys), then each
+/// storage in that list's order as its element count (`u64`, little-endian)
+/// and its raw bytes (`torch/serialization.py`, `_legacy_save`). The pickles
+/// and counts stay opaque; each storage becomes a tensor of its dtype (from
+/// its persistent id, [`read_pickle`]). Fails, and the file stays plain, on
+/// anything else: a storage whose dtype or count is unknown, or one that runs
+/// past the file.
+pub fn plan_legacy(d: &[u8]) -> Result<Vec<SegmentPlan>> {
+    ensure!(is_legacy(d), "not a legacy torch.save file");
+    let mut at = LEGACY_MAGIC.len();
+    // The protocol version and the system information, then the object.
+    for _ in 0..2 {
+        at += read_pickle(&d[at..])?.1;
+    }
+    let (dtypes, len) = read_pickle(&d[at..])?;
+    at += len;
+    let (keys, len) = string_list(&d[at..])?;
+    at += len;
+    ensure!(!keys.is_empty(), "no storages");
+    let mut plans = vec![SegmentPlan::opaque("pickle", 0..at)];
+    for key in keys {
+        let &(dtype, numel) = dtypes
+            .get(&key)
+            .with_context(|| format!("storage `{key}` has no known dtype"))?;
+        let count = u64_at(d, at)?;
+        ensure!(
+            numel.is_none_or(|n| n == count),
+            "storage `{key}`: {count} elements stored, {numel:?} in the pickle"
+        );
+        let start = at + 8;
+        let bytes = usize_of(
+            count
+                .checked_mul(dtype.size() as u64)
+                .context("storage size overflows")?,
+        )?;
+        let end = start.checked_add(bytes).filter(|&e| e <= d.len());
+        let end = end.with_context(|| format!("storage `{key}` runs past the file"))?;
+        plans.push(SegmentPlan::opaque("storage size", at..start));
+        if end > start {
+            plans.push(SegmentPlan::tensor(
+                format!("data/{key}"),
+                dtype,
+                vec![count],
+                start..end,
+            ));
+        }
+        at = end;
+    }
+    if at < d.len() {
+        plans.push(SegmentPlan::opaque("trailing bytes", at..d.len()));
+    }
+    Ok(plans)
 }
 
 /// Segments of a zip-format PyTorch checkpoint (see the module docs). Fails
