@@ -1,6 +1,7 @@
-//! Container readers end to end: GGUF, PyTorch zip and legacy checkpoints and ONNX
-//! external data are mapped onto tensors, round-trip byte for byte, and
-//! damaged or hostile files still round-trip as plain bytes.
+//! Container readers end to end: GGUF, PyTorch zip and legacy checkpoints,
+//! CTranslate2 models and ONNX external data are mapped onto tensors,
+//! round-trip byte for byte, and damaged or hostile files still round-trip as
+//! plain bytes.
 
 use brevis_decoder::{Archive, DecodeLimits};
 use brevis_encoder::containers::{plan, Container, Layout};
@@ -336,6 +337,115 @@ fn pytorch_legacy_storages_round_trip_as_tensors() {
         bad[at] ^= 0xa5;
         for file in [&bad[..], &LEGACY_PTH[..at]] {
             let (_, plans) = plan("x.pth", file).unwrap();
+            let mut end = 0;
+            for p in &plans {
+                assert_eq!(p.range.start, end, "byte {at}");
+                end = p.range.end;
+            }
+            assert_eq!(end, file.len(), "byte {at}");
+        }
+    }
+}
+
+fn ct2_string(out: &mut Vec<u8>, s: &str) {
+    out.extend_from_slice(&(s.len() as u16 + 1).to_le_bytes());
+    out.extend_from_slice(s.as_bytes());
+    out.push(0);
+}
+
+/// A CTranslate2 model (binary version 6) of `variables` (name, dims, dtype
+/// id, data) and one alias, as `model_spec.py` writes it.
+fn ct2_model(variables: &[(&str, &[u32], u8, Vec<u8>)]) -> Vec<u8> {
+    let mut out = 6u32.to_le_bytes().to_vec();
+    ct2_string(&mut out, "WhisperSpec");
+    out.extend_from_slice(&3u32.to_le_bytes());
+    out.extend_from_slice(&(variables.len() as u32).to_le_bytes());
+    for (name, dims, id, data) in variables {
+        ct2_string(&mut out, name);
+        out.push(dims.len() as u8);
+        for d in *dims {
+            out.extend_from_slice(&d.to_le_bytes());
+        }
+        out.push(*id);
+        out.extend_from_slice(&(data.len() as u32).to_le_bytes());
+        out.extend_from_slice(data);
+    }
+    out.extend_from_slice(&1u32.to_le_bytes());
+    ct2_string(&mut out, "decoder/embeddings/alias");
+    ct2_string(&mut out, "decoder/embeddings/weight");
+    out
+}
+
+#[test]
+fn ctranslate2_variables_round_trip_as_tensors() {
+    let embeddings = tensor_bytes(Dtype::F16, 300 * 64, 21);
+    let m = ct2_model(&[
+        ("decoder/activation", &[], 1, vec![3]),
+        ("decoder/embeddings/weight", &[300, 64], 4, embeddings),
+        ("encoder/conv1/bias", &[5], 0, vec![1; 20]),
+        // Bytes that disagree with the shape: 16-bit words, opaque.
+        ("encoder/odd", &[3], 4, vec![2; 8]),
+        // An unknown dtype id: opaque.
+        ("encoder/future", &[2], 9, vec![4; 2]),
+    ]);
+    let (container, plans) = plan("model.bin", &m).unwrap();
+    assert_eq!(container, Container::CTranslate2);
+    let mut at = 0;
+    for p in &plans {
+        assert_eq!(p.range.start, at, "{}", p.name);
+        at = p.range.end;
+    }
+    assert_eq!(at, m.len());
+    let kinds: Vec<(&str, &SegmentKind, Layout)> = plans
+        .iter()
+        .filter(|p| p.name != "ctranslate2")
+        .map(|p| (p.name.as_str(), &p.kind, p.layout))
+        .collect();
+    let tensor = |dtype, shape: &[u64]| SegmentKind::Tensor {
+        dtype,
+        shape: shape.to_vec(),
+    };
+    assert_eq!(
+        kinds,
+        [
+            ("decoder/activation", &tensor(DType::I8, &[]), Layout::Auto),
+            (
+                "decoder/embeddings/weight",
+                &tensor(DType::F16, &[300, 64]),
+                Layout::Auto
+            ),
+            ("encoder/conv1/bias", &tensor(DType::F32, &[5]), Layout::Auto),
+            ("encoder/odd", &SegmentKind::Opaque, Layout::Words(16)),
+            ("encoder/future", &SegmentKind::Opaque, Layout::Auto),
+        ]
+    );
+    let archive = round_trip(&[("whisper/model.bin", &m)]);
+    let a = Archive::open(&archive, DecodeLimits::default()).unwrap();
+    let (_, seg) = a.find_segment("decoder/embeddings/weight").unwrap();
+    assert_eq!(seg.kind, tensor(DType::F16, &[300, 64]));
+}
+
+#[test]
+fn ctranslate2_models_cut_or_damaged_round_trip_as_plain_bytes() {
+    let w = tensor_bytes(Dtype::F32, 600, 22);
+    let m = ct2_model(&[("w", &[20, 30], 0, w)]);
+    assert_eq!(plan("model.bin", &m).unwrap().0, Container::CTranslate2);
+    let mut longer = m.clone();
+    longer.push(0);
+    let mut v7 = m.clone();
+    v7[0] = 7;
+    let cut = &m[..m.len() - 1];
+    for bad in [cut, &longer, &v7] {
+        assert_eq!(plan("model.bin", bad).unwrap().0, Container::Plain);
+    }
+    round_trip(&[("a/model.bin", cut), ("b/model.bin", &longer), ("c/model.bin", &v7)]);
+    // Cut anywhere or any one byte changed: never a panic, and the segments
+    // tile the file.
+    for at in 0..m.len() {
+        let mut bad = m.clone();
+        bad[at] ^= 0x5a;
+        for file in [&bad[..], &m[..at]] {
+            let (_, plans) = plan("model.bin", file).unwrap();
             let mut end = 0;
             for p in &plans {
                 assert_eq!(p.range.start, end, "byte {at}");

@@ -9,6 +9,7 @@ use anyhow::Result;
 use brevis_format::archive::SegmentKind;
 use brevis_format::DType;
 
+pub mod ctranslate2;
 pub mod gguf;
 pub mod onnx;
 pub mod plain;
@@ -83,6 +84,8 @@ pub enum Container {
     /// A legacy (pre-1.6, non-zip) `torch.save` file: storages as tensors,
     /// the pickles and storage sizes opaque.
     PyTorchLegacy,
+    /// A CTranslate2 model (`model.bin`): variables as tensors, the rest opaque.
+    CTranslate2,
     /// An ONNX external data file, mapped by the model(s) beside it.
     OnnxExternalData,
     /// Any other file: opaque bytes.
@@ -96,7 +99,8 @@ pub enum Container {
 /// file starting with GGUF's magic as GGUF when it parses, a zip holding
 /// stored PyTorch storages as a PyTorch checkpoint, else kept opaque; a legacy
 /// `torch.save` file (its first pickle the magic number) as such when it
-/// parses, else kept opaque; other
+/// parses, else kept opaque; a CTranslate2 model when it parses to its end;
+/// other
 /// files are tried as safetensors and otherwise kept as opaque bytes.
 pub fn plan(path: &str, data: &[u8]) -> Result<(Container, Vec<SegmentPlan>)> {
     if path.ends_with(".onnx") {
@@ -124,6 +128,11 @@ pub fn plan(path: &str, data: &[u8]) -> Result<(Container, Vec<SegmentPlan>)> {
         });
     }
     let named = path.ends_with(".safetensors");
+    if !named && ctranslate2::looks_like(data) {
+        if let Ok(p) = ctranslate2::plan(data) {
+            return Ok((Container::CTranslate2, p));
+        }
+    }
     match safetensors::plan(data) {
         Ok(p) => Ok((Container::Safetensors, p)),
         Err(e) if named => Err(e.context(format!("`{path}` is not a valid safetensors file"))),

@@ -464,7 +464,7 @@ fn string_list(p: &[u8]) -> Result<(Vec<String>, usize)> {
 /// storage in that list's order as its element count (`u64`, little-endian)
 /// and its raw bytes (`torch/serialization.py`, `_legacy_save`). The pickles
 /// and counts stay opaque; each storage becomes a tensor of its dtype (from
-/// its persistent id, [`read_pickle`]). Fails, and the file stays plain, on
+/// its persistent id, [`storage_dtypes`]). Fails, and the file stays plain, on
 /// anything else: a storage whose dtype or count is unknown, or one that runs
 /// past the file.
 pub fn plan_legacy(d: &[u8]) -> Result<Vec<SegmentPlan>> {
