@@ -4,7 +4,7 @@
 //! plain bytes.
 
 use brevis_decoder::{Archive, DecodeLimits};
-use brevis_encoder::containers::{plan, Container, Layout};
+use brevis_encoder::containers::{plan, Container, Layout, SegmentPlan};
 use brevis_format::archive::SegmentKind;
 use brevis_format::DType;
 use std::collections::HashMap;
@@ -263,6 +263,29 @@ fn pytorch_zip_storages_round_trip_as_tensors() {
     round_trip(&[("x.pt", &other), ("x.pth", &legacy)]);
 }
 
+/// Asserts that `plans` cover `len` bytes, in order, without gaps or overlaps.
+fn assert_tiles(plans: &[SegmentPlan], len: usize, what: &str) {
+    let mut end = 0;
+    for p in plans {
+        assert_eq!(p.range.start, end, "{what}: {}", p.name);
+        end = p.range.end;
+    }
+    assert_eq!(end, len, "{what}");
+}
+
+/// `file` with any one byte changed, or cut anywhere, planned as `path`:
+/// never a panic, and the segments tile it.
+fn every_damage_tiles(path: &str, file: &[u8]) {
+    for at in 0..file.len() {
+        let mut bad = file.to_vec();
+        bad[at] ^= 0x5a;
+        for damaged in [&bad[..], &file[..at]] {
+            let (_, plans) = plan(path, damaged).unwrap();
+            assert_tiles(&plans, damaged.len(), &format!("byte {at}"));
+        }
+    }
+}
+
 /// A legacy (pre-1.6, non-zip) checkpoint written by `torch.save(...,
 /// _use_new_zipfile_serialization=False)` (`tests/assets/make_legacy_pth.py`):
 /// an F32 storage (with a view of it), an F16, an F32 and an I64 one.
@@ -272,13 +295,7 @@ const LEGACY_PTH: &[u8] = include_bytes!("../assets/legacy_torch_save.pth");
 fn pytorch_legacy_storages_round_trip_as_tensors() {
     let (container, plans) = plan("craft.pth", LEGACY_PTH).unwrap();
     assert_eq!(container, Container::PyTorchLegacy);
-    // The segments tile the file, in order.
-    let mut at = 0;
-    for p in &plans {
-        assert_eq!(p.range.start, at, "{}", p.name);
-        at = p.range.end;
-    }
-    assert_eq!(at, LEGACY_PTH.len());
+    assert_tiles(&plans, LEGACY_PTH.len(), "the fixture");
     let tensors: Vec<(DType, Vec<u64>)> = plans
         .iter()
         .filter_map(|p| match &p.kind {
@@ -330,21 +347,7 @@ fn pytorch_legacy_storages_round_trip_as_tensors() {
         ("c.pth", &not_a_list),
         ("d.pth", magic_only),
     ]);
-    // Any one byte changed, or the file cut anywhere: never a panic, and what
-    // is read as a checkpoint still tiles the file.
-    for at in 0..LEGACY_PTH.len() {
-        let mut bad = LEGACY_PTH.to_vec();
-        bad[at] ^= 0xa5;
-        for file in [&bad[..], &LEGACY_PTH[..at]] {
-            let (_, plans) = plan("x.pth", file).unwrap();
-            let mut end = 0;
-            for p in &plans {
-                assert_eq!(p.range.start, end, "byte {at}");
-                end = p.range.end;
-            }
-            assert_eq!(end, file.len(), "byte {at}");
-        }
-    }
+    every_damage_tiles("x.pth", LEGACY_PTH);
 }
 
 fn ct2_string(out: &mut Vec<u8>, s: &str) {
@@ -390,12 +393,7 @@ fn ctranslate2_variables_round_trip_as_tensors() {
     ]);
     let (container, plans) = plan("model.bin", &m).unwrap();
     assert_eq!(container, Container::CTranslate2);
-    let mut at = 0;
-    for p in &plans {
-        assert_eq!(p.range.start, at, "{}", p.name);
-        at = p.range.end;
-    }
-    assert_eq!(at, m.len());
+    assert_tiles(&plans, m.len(), "the model");
     let kinds: Vec<(&str, &SegmentKind, Layout)> = plans
         .iter()
         .filter(|p| p.name != "ctranslate2")
@@ -439,21 +437,7 @@ fn ctranslate2_models_cut_or_damaged_round_trip_as_plain_bytes() {
         assert_eq!(plan("model.bin", bad).unwrap().0, Container::Plain);
     }
     round_trip(&[("a/model.bin", cut), ("b/model.bin", &longer), ("c/model.bin", &v7)]);
-    // Cut anywhere or any one byte changed: never a panic, and the segments
-    // tile the file.
-    for at in 0..m.len() {
-        let mut bad = m.clone();
-        bad[at] ^= 0x5a;
-        for file in [&bad[..], &m[..at]] {
-            let (_, plans) = plan("model.bin", file).unwrap();
-            let mut end = 0;
-            for p in &plans {
-                assert_eq!(p.range.start, end, "byte {at}");
-                end = p.range.end;
-            }
-            assert_eq!(end, file.len(), "byte {at}");
-        }
-    }
+    every_damage_tiles("model.bin", &m);
 }
 
 fn varint(out: &mut Vec<u8>, mut v: u64) {

@@ -20,7 +20,7 @@
 use anyhow::{ensure, Context, Result};
 use brevis_format::DType;
 
-use super::{Layout, SegmentPlan};
+use super::{Cursor, Layout, SegmentPlan};
 
 /// Binary versions read here: from the first with a dtype byte per variable
 /// (4) to the newest known (6).
@@ -39,39 +39,15 @@ fn dtype(id: u8) -> Option<DType> {
     })
 }
 
-/// Reads the file's fields in order, failing past its end.
-struct Reader<'a> {
-    d: &'a [u8],
-    at: usize,
-}
-
-impl<'a> Reader<'a> {
-    fn take(&mut self, n: usize) -> Result<&'a [u8]> {
-        let end = self.at.checked_add(n).filter(|&e| e <= self.d.len());
-        let end = end.context("CTranslate2 model truncated")?;
-        let s = &self.d[self.at..end];
-        self.at = end;
-        Ok(s)
-    }
-
-    fn u8(&mut self) -> Result<u8> {
-        Ok(self.take(1)?[0])
-    }
-
-    fn u32(&mut self) -> Result<u32> {
-        Ok(u32::from_le_bytes(self.take(4)?.try_into().expect("4 bytes")))
-    }
-
-    /// A string: `u16` length (NUL included), its bytes, the last one NUL.
-    fn string(&mut self) -> Result<String> {
-        let n = usize::from(u16::from_le_bytes(self.take(2)?.try_into().expect("2 bytes")));
-        let s = self.take(n)?;
-        let (&nul, s) = s.split_last().context("empty CTranslate2 string")?;
-        ensure!(nul == 0, "CTranslate2 string without its NUL");
-        Ok(std::str::from_utf8(s)
-            .context("CTranslate2 string not UTF-8")?
-            .to_owned())
-    }
+/// A string: `u16` length (NUL included), its bytes, the last one NUL.
+fn string(r: &mut Cursor<'_>) -> Result<String> {
+    let n = r.u16()?;
+    let s = r.take(u64::from(n))?;
+    let (&nul, s) = s.split_last().context("empty CTranslate2 string")?;
+    ensure!(nul == 0, "CTranslate2 string without its NUL");
+    Ok(std::str::from_utf8(s)
+        .context("CTranslate2 string not UTF-8")?
+        .to_owned())
 }
 
 /// Whether `d` may be a CTranslate2 model: its first `u32` a version read here.
@@ -82,13 +58,13 @@ pub fn looks_like(d: &[u8]) -> bool {
 
 /// Segments of a CTranslate2 model (see the module docs).
 pub fn plan(d: &[u8]) -> Result<Vec<SegmentPlan>> {
-    let mut r = Reader { d, at: 0 };
+    let mut r = Cursor::new(d, "CTranslate2 model");
     let version = r.u32()?;
     ensure!(
         VERSIONS.contains(&version),
         "CTranslate2 binary version {version} not read here"
     );
-    r.string()?;
+    string(&mut r)?;
     r.u32()?;
     let variables = r.u32()?;
     // Each variable takes at least 8 bytes: a bound before anything is reserved.
@@ -99,16 +75,16 @@ pub fn plan(d: &[u8]) -> Result<Vec<SegmentPlan>> {
     let mut plans = Vec::with_capacity(2 * variables as usize + 1);
     let mut opaque_from = 0;
     for _ in 0..variables {
-        let name = r.string()?;
+        let name = string(&mut r)?;
         let rank = r.u8()?;
         let shape = (0..rank)
             .map(|_| r.u32().map(u64::from))
             .collect::<Result<Vec<u64>>>()?;
         let id = r.u8()?;
         let bytes = r.u32()? as usize;
-        let start = r.at;
-        r.take(bytes)?;
-        let range = start..r.at;
+        let start = r.pos();
+        r.take(bytes as u64)?;
+        let range = start..r.pos();
         if range.is_empty() {
             continue;
         }
@@ -124,13 +100,13 @@ pub fn plan(d: &[u8]) -> Result<Vec<SegmentPlan>> {
             },
             _ => SegmentPlan::opaque(name, range),
         });
-        opaque_from = r.at;
+        opaque_from = r.pos();
     }
     for _ in 0..r.u32()? {
-        r.string()?;
-        r.string()?;
+        string(&mut r)?;
+        string(&mut r)?;
     }
-    ensure!(r.at == d.len(), "bytes after the CTranslate2 model");
+    ensure!(r.left() == 0, "bytes after the CTranslate2 model");
     ensure!(!plans.is_empty(), "a CTranslate2 model without data");
     plans.push(SegmentPlan::opaque("ctranslate2", opaque_from..d.len()));
     plans.retain(|p| !p.range.is_empty());

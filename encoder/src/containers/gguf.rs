@@ -25,7 +25,7 @@ use anyhow::{bail, ensure, Context, Result};
 use brevis_format::archive::SegmentKind;
 use brevis_format::DType;
 
-use super::{Layout, SegmentPlan};
+use super::{Cursor, Layout, SegmentPlan};
 
 /// `GGUF` as a little-endian u32.
 const MAGIC: &[u8; 4] = b"GGUF";
@@ -86,36 +86,8 @@ fn storage(ggml_type: u32) -> Option<(&'static str, Storage)> {
     })
 }
 
-/// A bounds-checked little-endian cursor.
-struct Cursor<'a> {
-    data: &'a [u8],
-    pos: usize,
-}
-
+/// GGUF's fields (see [`Cursor`] for the rest).
 impl<'a> Cursor<'a> {
-    fn take(&mut self, n: u64) -> Result<&'a [u8]> {
-        let end = usize::try_from(n)
-            .ok()
-            .and_then(|n| self.pos.checked_add(n))
-            .filter(|&e| e <= self.data.len())
-            .with_context(|| format!("GGUF truncated: {n} bytes wanted at byte {}", self.pos))?;
-        let s = &self.data[self.pos..end];
-        self.pos = end;
-        Ok(s)
-    }
-
-    fn left(&self) -> u64 {
-        (self.data.len() - self.pos) as u64
-    }
-
-    fn u32(&mut self) -> Result<u32> {
-        Ok(u32::from_le_bytes(self.take(4)?.try_into().expect("4 bytes")))
-    }
-
-    fn u64(&mut self) -> Result<u64> {
-        Ok(u64::from_le_bytes(self.take(8)?.try_into().expect("8 bytes")))
-    }
-
     fn string(&mut self) -> Result<&'a [u8]> {
         let n = self.u64()?;
         self.take(n)
@@ -152,7 +124,7 @@ impl<'a> Cursor<'a> {
                     }
                 }
             }
-            other => bail!("unknown GGUF metadata value type {other} at byte {}", self.pos),
+            other => bail!("unknown GGUF metadata value type {other} at byte {}", self.pos()),
         }
         Ok(None)
     }
@@ -179,7 +151,7 @@ struct TensorInfo {
 
 /// Segments of a GGUF file (see the module docs).
 pub fn plan(data: &[u8]) -> Result<Vec<SegmentPlan>> {
-    let mut c = Cursor { data, pos: 0 };
+    let mut c = Cursor::new(data, "GGUF");
     ensure!(c.take(4)? == MAGIC, "not a GGUF file");
     let version = c.u32()?;
     ensure!(matches!(version, 2 | 3), "GGUF version {version} is not supported");
@@ -203,7 +175,7 @@ pub fn plan(data: &[u8]) -> Result<Vec<SegmentPlan>> {
             );
         }
     }
-    let metadata_end = c.pos;
+    let metadata_end = c.pos();
     ensure!(
         n_tensors <= c.left() / 24,
         "GGUF claims {n_tensors} tensors, more than the file holds"
@@ -244,7 +216,7 @@ pub fn plan(data: &[u8]) -> Result<Vec<SegmentPlan>> {
         let bytes = bytes.with_context(|| format!("tensor `{name}`: size overflows"))?;
         infos.push((name, offset, bytes, kind, layout));
     }
-    let infos_end = c.pos;
+    let infos_end = c.pos();
     let data_start = (infos_end as u64)
         .checked_next_multiple_of(alignment)
         .context("data offset overflows")?;

@@ -5,7 +5,7 @@
 use std::collections::HashMap;
 use std::ops::Range;
 
-use anyhow::Result;
+use anyhow::{Context, Result};
 use brevis_format::archive::SegmentKind;
 use brevis_format::DType;
 
@@ -68,6 +68,59 @@ pub enum Layout {
     Words(u8),
     /// 4-bit values packed two per byte (int4 / uint4 / FP4).
     Nibbles,
+}
+
+/// A bounds-checked little-endian cursor over a container's bytes.
+pub(crate) struct Cursor<'a> {
+    data: &'a [u8],
+    pos: usize,
+    /// The container, for errors (`GGUF truncated: …`).
+    what: &'static str,
+}
+
+impl<'a> Cursor<'a> {
+    /// A cursor at the start of `data`, a `what` file.
+    pub(crate) fn new(data: &'a [u8], what: &'static str) -> Self {
+        Cursor { data, pos: 0, what }
+    }
+
+    /// Where it is.
+    pub(crate) fn pos(&self) -> usize {
+        self.pos
+    }
+
+    /// The next `n` bytes.
+    pub(crate) fn take(&mut self, n: u64) -> Result<&'a [u8]> {
+        let end = usize::try_from(n)
+            .ok()
+            .and_then(|n| self.pos.checked_add(n))
+            .filter(|&e| e <= self.data.len());
+        let end = end.with_context(|| format!("{} truncated: {n} bytes wanted at byte {}", self.what, self.pos))?;
+        let s = &self.data[self.pos..end];
+        self.pos = end;
+        Ok(s)
+    }
+
+    /// Bytes left.
+    pub(crate) fn left(&self) -> u64 {
+        (self.data.len() - self.pos) as u64
+    }
+
+    pub(crate) fn u8(&mut self) -> Result<u8> {
+        Ok(self.take(1)?[0])
+    }
+
+    pub(crate) fn u16(&mut self) -> Result<u16> {
+        Ok(u16::from_le_bytes(self.take(2)?.try_into().expect("2 bytes")))
+    }
+
+    pub(crate) fn u32(&mut self) -> Result<u32> {
+        Ok(u32::from_le_bytes(self.take(4)?.try_into().expect("4 bytes")))
+    }
+
+    pub(crate) fn u64(&mut self) -> Result<u64> {
+        Ok(u64::from_le_bytes(self.take(8)?.try_into().expect("8 bytes")))
+    }
 }
 
 /// Which reader understood a file.

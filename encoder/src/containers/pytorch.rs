@@ -28,7 +28,7 @@ use std::rc::Rc;
 use anyhow::{bail, ensure, Context, Result};
 use brevis_format::DType;
 
-use super::{Layout, SegmentPlan};
+use super::{Cursor, Layout, SegmentPlan};
 
 /// An entry of the central directory.
 struct Entry {
@@ -419,40 +419,25 @@ pub fn is_legacy(d: &[u8]) -> bool {
 /// opcodes, `APPEND`/`APPENDS`, `STOP`.
 fn string_list(p: &[u8]) -> Result<(Vec<String>, usize)> {
     let mut out = Vec::new();
-    let mut at = 0usize;
-    let take = |at: &mut usize, n: usize| -> Result<&[u8]> {
-        let end = at
-            .checked_add(n)
-            .filter(|&e| e <= p.len())
-            .context("pickle truncated")?;
-        let s = &p[*at..end];
-        *at = end;
-        Ok(s)
-    };
-    let le = |b: &[u8]| b.iter().rev().fold(0usize, |a, &x| a << 8 | usize::from(x));
+    let mut c = Cursor::new(p, "pickle");
     loop {
-        let op = *p.get(at).context("pickle ends without STOP")?;
-        at += 1;
+        let op = c.u8()?;
         match op {
-            b'.' => return Ok((out, at)),
+            b'.' => return Ok((out, c.pos())),
             0x80 | b'q' => {
-                take(&mut at, 1)?;
+                c.u8()?;
             }
             b'r' => {
-                take(&mut at, 4)?;
+                c.u32()?;
             }
             b']' | b'(' | b'a' | b'e' | 0x94 => {}
-            b'X' => {
-                let n = le(take(&mut at, 4)?);
-                out.push(String::from_utf8_lossy(take(&mut at, n)?).into_owned());
-            }
-            0x8c => {
-                let n = le(take(&mut at, 1)?);
-                out.push(String::from_utf8_lossy(take(&mut at, n)?).into_owned());
+            b'X' | 0x8c => {
+                let n = if op == b'X' { c.u32()? } else { u32::from(c.u8()?) };
+                out.push(String::from_utf8_lossy(c.take(u64::from(n))?).into_owned());
             }
             other => bail!(
                 "unexpected opcode 0x{other:02x} in the storage key list at byte {}",
-                at - 1
+                c.pos() - 1
             ),
         }
     }
