@@ -858,7 +858,7 @@ def run_file(entry: Entry, tools: list[Tool]) -> dict:
 #: Container labels for the per-container table, from the manifest's container_format.
 CONTAINER_LABEL = {"safetensors": "safetensors", "onnx": "ONNX", "pt (zip)": "PyTorch zip",
                    "pt (legacy pickle)": "PyTorch legacy pickle", "pt (torchscript zip)": "TorchScript zip",
-                   "gguf": "GGUF", "other: CTranslate2 model.bin": "CTranslate2 (plain bytes)"}
+                   "gguf": "GGUF", "other: CTranslate2 model.bin": "CTranslate2"}
 
 
 def container_label(container: str) -> str:
