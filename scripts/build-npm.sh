@@ -88,6 +88,14 @@ if [[ -x npm/tools/node_modules/.bin/esbuild ]]; then
   adapters_gz=$(for f in ort transformers; do
     "$esb" --bundle --minify --format=esm --log-level=warning --external:brevis-decoder "$PKG/src/$f.js"
   done | gzip -9c | wc -c)
-  log "bundled and minified: JS $core_gz B + adapters $adapters_gz B gzipped; with the wasm $((wasm_gz + core_gz + adapters_gz)) B"
+  total=$((wasm_gz + core_gz + adapters_gz))
+  log "bundled and minified: JS $core_gz B + adapters $adapters_gz B gzipped; with the wasm $total B"
+  # The package's size budget (npm/brevis-decoder/README.md, "Size"): a change
+  # that breaks it fails here, not silently (one did, by 266 B).
+  budget=${BUNDLE_BUDGET:-102400}
+  if ((total > budget)); then
+    log "over the size budget: $total B > $budget B (BUNDLE_BUDGET)"
+    exit 1
+  fi
 fi
 echo "$ROOT/npm/dist/$TGZ"
