@@ -580,7 +580,7 @@ impl StreamDecoder {
 
     /// Takes `input`, the rest of the archive (or all of it), without copying
     /// it: as [`Self::push`] would, but the decoder reads it where it lies, and
-    /// the chunk bodies that [`Self::next_event_ahead`] hands its `start` are
+    /// the chunk records that [`Self::next_event_ahead`] hands its `start` are
     /// slices of it (so a caller holding `input` can find them in it and let
     /// other threads decode them there). Bytes pushed afterwards are appended
     /// (what is left of `input` is then copied into a buffer first); given
