@@ -281,12 +281,6 @@ pub trait PendingChunk {
     fn wait(self: Box<Self>) -> Result<DecodedChunk, FormatError>;
 }
 
-/// Stands in for a pending chunk while it is waited for (never returned).
-#[cfg(not(target_arch = "wasm32"))]
-const WAITED: FormatError = FormatError::Invalid {
-    what: "chunk (waited for twice)",
-};
-
 /// A chunk already decoded.
 impl PendingChunk for Result<LeBytes, FormatError> {
     fn is_ready(&mut self) -> bool {
@@ -906,16 +900,17 @@ impl StreamDecoder {
     /// says). Waits for the job.
     #[cfg(not(target_arch = "wasm32"))]
     fn checked_ahead(&mut self) -> bool {
-        match self.predecoded.front_mut() {
-            Some((at, _, pending)) if *at == self.offset => {
-                let done = core::mem::replace(pending, Box::new(Err::<DecodedChunk, _>(WAITED)));
-                let result = done.wait();
-                let ok = result.is_ok();
-                *pending = Box::new(result);
-                ok
-            }
-            _ => false,
+        if self.predecoded.front().is_none_or(|(at, _, _)| *at != self.offset) {
+            return false;
         }
+        let Some((at, declared, pending)) = self.predecoded.pop_front() else {
+            return false;
+        };
+        // Waited for here, its result stays first for the record to take.
+        let result = pending.wait();
+        let ok = result.is_ok();
+        self.predecoded.push_front((at, declared, Box::new(result)));
+        ok
     }
 
     /// The WebAssembly module starts nothing ahead (it has no threads): every

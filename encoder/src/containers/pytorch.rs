@@ -465,34 +465,35 @@ pub fn plan_legacy(d: &[u8]) -> Result<Vec<SegmentPlan>> {
     at += len;
     ensure!(!keys.is_empty(), "no storages");
     let mut plans = vec![SegmentPlan::opaque("pickle", 0..at)];
+    let mut c = Cursor::new(d, "legacy torch.save file");
+    c.take(at as u64)?;
     for key in keys {
         let &(dtype, numel) = dtypes
             .get(&key)
             .with_context(|| format!("storage `{key}` has no known dtype"))?;
-        let count = u64_at(d, at)?;
+        let count_at = c.pos();
+        let count = c.u64()?;
         ensure!(
             numel.is_none_or(|n| n == count),
             "storage `{key}`: {count} elements stored, {numel:?} in the pickle"
         );
-        let start = at + 8;
-        let bytes = usize_of(
+        let start = c.pos();
+        c.take(
             count
                 .checked_mul(dtype.size() as u64)
                 .context("storage size overflows")?,
         )?;
-        let end = start.checked_add(bytes).filter(|&e| e <= d.len());
-        let end = end.with_context(|| format!("storage `{key}` runs past the file"))?;
-        plans.push(SegmentPlan::opaque("storage size", at..start));
-        if end > start {
+        plans.push(SegmentPlan::opaque("storage size", count_at..start));
+        if c.pos() > start {
             plans.push(SegmentPlan::tensor(
                 format!("data/{key}"),
                 dtype,
                 vec![count],
-                start..end,
+                start..c.pos(),
             ));
         }
-        at = end;
     }
+    let at = c.pos();
     if at < d.len() {
         plans.push(SegmentPlan::opaque("trailing bytes", at..d.len()));
     }
