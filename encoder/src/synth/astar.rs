@@ -27,7 +27,7 @@
 //! greedy: the root's two most likely productions by the prior (and a row
 //! scan, where the grammar offers one), every other hole its most likely one.
 //!
-//! At effort 1 a large tensor chunk (128 Ki words or more) is searched on a
+//! At efforts 0 and 1 a large tensor chunk (128 Ki words or more) is searched on a
 //! sample of it, one word in eight (and at least 64 Ki words) in eight evenly
 //! spaced blocks of whole rows (`sample`), and the winning program's
 //! productions are replayed on the whole chunk (`Run::replay`): the program's
@@ -36,7 +36,7 @@
 //! candidate the search builds encodes its whole target, so this divides the
 //! search's cost by about the sample's ratio.
 //!
-//! Also at effort 1, a chunk like an earlier one (the same tensor role in
+//! Also at efforts 0 and 1, a chunk like an earlier one (the same tensor role in
 //! another layer: see `compress.rs`) is first built from that chunk's
 //! program's productions, its [`Template`] (`Synthesizer::synthesize_reusing`),
 //! and searched only where they do not apply: a transformer's layers hold the
@@ -77,10 +77,10 @@ pub struct AStarSearch {
     pub prior: Option<Arc<Prior>>,
     /// Most expansions per chunk before the best partial program is completed greedily.
     pub budget: usize,
-    /// At effort 1, search a large tensor chunk on a sample of it and build the
+    /// At efforts 0 and 1, search a large tensor chunk on a sample of it and build the
     /// winning program's productions on the whole chunk (see the module docs).
     pub sample: bool,
-    /// At effort 1, build a template offered by an earlier chunk like this one
+    /// At efforts 0 and 1, build a template offered by an earlier chunk like this one
     /// before searching ([`Synthesizer::synthesize_reusing`]; see the module docs).
     pub reuse: bool,
 }
@@ -117,7 +117,7 @@ impl AStarSearch {
     /// Whether [`Synthesizer::synthesize_reusing`] builds and offers templates
     /// for chunks with this hint.
     fn offers_templates(&self, hint: Hint) -> bool {
-        self.reuse && self.effort == 1 && hint != Hint::Opaque
+        self.reuse && self.effort <= 1 && hint != Hint::Opaque
     }
 
     fn grammar(&self) -> Grammar {
@@ -583,14 +583,14 @@ impl AStarSearch {
             (built.g as f64 <= allowed).then_some(built)
         });
         let from_template = reused.is_some();
-        // A large tensor chunk at effort 1: the search runs on a sample of it,
+        // A large tensor chunk at effort 0 or 1: the search runs on a sample of it,
         // and its winning program's productions are replayed on the whole chunk
         // (every candidate encodes its whole target exactly, so the search's
         // cost grows with the chunk). Where the replay does not apply, the
         // whole chunk is searched.
         let guided = if reused.is_some() {
             reused
-        } else if self.sample && self.effort == 1 && !trace {
+        } else if self.sample && self.effort <= 1 && !trace {
             sample(root, hint).and_then(|s| {
                 let guide = self.solve(&s, hint, true);
                 // The sample's expansions count as this chunk's (`--report`).
@@ -729,7 +729,7 @@ impl Synthesizer for AStarSearch {
         self.solve(root, hint, false).node
     }
 
-    /// At effort 1 with `reuse`, on tensors (not opaque bytes, whose best
+    /// At effort 0 or 1 with `reuse`, on tensors (not opaque bytes, whose best
     /// program depends on repeats only their own bytes hold): `template`'s
     /// productions built on `root` where they apply and cost about what they
     /// did where it was found, else a search, whose program is offered on.
@@ -1242,6 +1242,12 @@ mod tests {
         assert_eq!(super::super::take_candidates() as usize, offer.prods.len());
         decodes_to(&second, &b);
         assert_eq!(again, None, "built, not searched: nothing new to offer");
+        // Effort 0 takes templates too: the same productions (its literals
+        // follow its own zstd level), no greedy search.
+        let (greedy, none) = AStarSearch::with_effort(0).synthesize_reusing(&b, hint, Some(&offer));
+        assert_eq!(super::super::take_candidates() as usize, offer.prods.len());
+        decodes_to(&greedy, &b);
+        assert_eq!(none, None);
         // A template that applies but takes over 1% more bytes per word than
         // where it was found (a row scan found on smooth rows, built on the
         // same rows shuffled): searched, and the search's program offered.
@@ -1263,11 +1269,10 @@ mod tests {
         let (searched, _) = search.synthesize_reusing(&f32s, f32_hint, Some(&offer));
         decodes_to(&searched, &f32s);
         assert_eq!(searched.to_string(), search.synthesize(&f32s, f32_hint).to_string());
-        // Opaque bytes, other efforts and `reuse: false`: no template taken or offered.
+        // Opaque bytes, effort 2 and `reuse: false`: no template taken or offered.
         let plain = |s: &AStarSearch, hint| s.synthesize_reusing(&b, hint, Some(&offer));
         for (s, hint) in [
             (search.clone(), Hint::Opaque),
-            (AStarSearch::with_effort(0), hint),
             (AStarSearch::with_effort(2), hint),
             (
                 AStarSearch {

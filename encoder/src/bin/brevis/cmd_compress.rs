@@ -25,7 +25,7 @@ pub struct Args {
     #[arg(long, default_value_t = 1)]
     effort: u32,
     /// The synthesizer: `astar` (best-first over the grammar, ordered by the
-    /// prior, bounded by the effort; at effort 1 large tensor chunks searched on
+    /// prior, bounded by the effort; at efforts 0 and 1 large tensor chunks searched on
     /// a sample, and like chunks built from an earlier one's program; the
     /// default) or
     /// `menu` (a fixed menu of decompositions per dtype, every candidate built).
@@ -39,13 +39,13 @@ pub struct Args {
     #[arg(long)]
     no_ctx: bool,
     /// Search every chunk whole, for ablations. By default `--search astar` at
-    /// effort 1 searches a tensor chunk of 128 Ki words or more on a sample of
+    /// efforts 0 and 1 searches a tensor chunk of 128 Ki words or more on a sample of
     /// it (one word in eight, at least 64 Ki words, in eight blocks of whole
     /// rows) and builds the winning program on the whole chunk.
     #[arg(long)]
     no_sample: bool,
-    /// Search every chunk, for ablations. By default `--search astar` at effort
-    /// 1 builds a tensor chunk with the program shape found for an earlier
+    /// Search every chunk, for ablations. By default `--search astar` at efforts
+    /// 0 and 1 builds a tensor chunk with the program shape found for an earlier
     /// chunk like it (the same tensor name but for its numbers, as the same
     /// tensor of another layer, or an earlier chunk of the same tensor; the same
     /// dtype, row length and size) in an earlier round of at most 16 chunks,
