@@ -30,6 +30,11 @@ use crate::containers::{self, plain, Container, ExternalData, Layout, SegmentPla
 use crate::synth::{Hint, Synthesizer, Template};
 use crate::writer::ArchiveWriter;
 
+/// Input bytes of the chunks in flight per compressing thread, at most
+/// ([`in_order`]): two default chunks, as many as the batches of `2 × threads`
+/// chunks this replaced held at most.
+const IN_FLIGHT_PER_THREAD: usize = 2 * DEFAULT_CHUNK_BYTES;
+
 /// Default bytes per chunk: large enough that tables cost nothing, small enough
 /// to stream and to spread over cores.
 pub const DEFAULT_CHUNK_BYTES: usize = 4 << 20;
@@ -304,42 +309,61 @@ fn chunk_jobs(segment: usize, plan: &SegmentPlan, data: &[u8], chunk_bytes: usiz
 }
 
 /// A chunk encoded by [`encode_chunk`].
-/// Runs `work` on every item on rayon's pool, at most `window` items at once,
-/// and hands each result to `sink` in the items' order, on this thread.
+/// How many items [`in_order`] has in flight (started, result not yet handed
+/// on) at most.
+#[derive(Clone, Copy, Debug)]
+struct Window {
+    /// Items at most.
+    items: usize,
+    /// Their sizes' sum at most (an item larger than this alone still runs).
+    bytes: usize,
+}
+
+/// Runs `work` on every item on rayon's pool, at most `window` of them at once
+/// (items and bytes, as `size` says), and hands each result to `sink` in the
+/// items' order, on this thread.
 ///
 /// A window that slides, not batches: an item starts as soon as the oldest
-/// result is handed on, so a slow chunk holds back only the `window - 1` after
-/// it rather than the whole batch it was in. (Batches of `2 × threads` chunks,
-/// each waiting for its slowest, kept `brevis compress --threads 2` of
-/// isnet_fp16.onnx, whose 789 tensors range from bytes to 9 MB, at 1.15x one
-/// thread.) Results held waiting for an older one are at most `window`, as
-/// before. Once `sink` fails, items not yet started are skipped and the error
-/// returned after the started ones end; a panic in `work` is raised again here.
+/// results are handed on and leave room. A slow chunk holds back only what
+/// fits in the window after it, and a window counted in bytes holds many small
+/// chunks: `brevis compress --threads 2` of isnet_fp16.onnx (789 tensors, from
+/// bytes to 9 MB) was 1.08x one thread with at most 4 chunks in flight, the
+/// old batch size (`bench/compress_threads.py`). Once `sink` fails, items not
+/// yet started are skipped and the error returned after the started ones end;
+/// a panic in `work` is raised again here.
 fn in_order<T: Sync, R: Send>(
     items: &[T],
-    window: usize,
+    window: Window,
+    size: impl Fn(&T) -> usize,
     work: impl Fn(&T) -> R + Sync,
     mut sink: impl FnMut(&T, R) -> Result<()>,
 ) -> Result<()> {
     use std::sync::atomic::{AtomicBool, Ordering};
     type Outcome<R> = Option<std::thread::Result<R>>;
-    let window = window.max(1);
     let stop = AtomicBool::new(false);
     let (tx, rx) = std::sync::mpsc::channel::<(usize, Outcome<R>)>();
     let (work, stop) = (&work, &stop);
     // In place: this thread waits for results without taking a pool thread.
     rayon::in_place_scope(|scope| {
         let mut started = 0;
+        let mut in_flight_bytes = 0usize;
         let mut waiting: HashMap<usize, Outcome<R>> = HashMap::new();
         for (next, item) in items.iter().enumerate() {
-            while started < items.len() && started < next + window {
-                let (tx, item) = (tx.clone(), &items[started]);
-                let at = started;
+            while let Some(candidate) = items.get(started) {
+                let in_flight = started - next;
+                let bytes = size(candidate);
+                let fits = in_flight == 0
+                    || (in_flight < window.items && in_flight_bytes.saturating_add(bytes) <= window.bytes);
+                if !fits {
+                    break;
+                }
+                in_flight_bytes += bytes;
+                let (tx, at) = (tx.clone(), started);
                 scope.spawn(move |_| {
                     // Caught and sent, so that this thread never waits for a
                     // result that will not come.
                     let outcome = (!stop.load(Ordering::Relaxed))
-                        .then(|| std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| work(item))));
+                        .then(|| std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| work(candidate))));
                     let _ = tx.send((at, outcome));
                 });
                 started += 1;
@@ -351,6 +375,7 @@ fn in_order<T: Sync, R: Send>(
                 let (at, o) = rx.recv().expect("a started item always sends its outcome");
                 waiting.insert(at, o);
             };
+            in_flight_bytes -= size(item);
             match outcome {
                 Some(Ok(r)) => {
                     if let Err(e) = sink(item, r) {
@@ -588,8 +613,14 @@ fn compress_planned<W: Write>(
         chunk_counts[j.segment] += 1;
     }
 
-    // Bounded memory: at most `window` chunks are in flight at once.
-    let window = rayon::current_num_threads() * 2;
+    // Bounded memory: chunks in flight (encoding, or encoded and waiting for
+    // an older one to be written) hold at most IN_FLIGHT_PER_THREAD bytes of
+    // input per thread.
+    let threads = rayon::current_num_threads();
+    let window = Window {
+        items: threads * 64,
+        bytes: threads * IN_FLIGHT_PER_THREAD,
+    };
     let mut next_segment = 0usize;
     let mut verify_fallbacks = 0;
     let write_segment_header = |w: &mut ArchiveWriter<W>, i: usize, segments: &mut [SegmentReport]| -> Result<()> {
@@ -643,24 +674,30 @@ fn compress_planned<W: Write>(
             }
             Ok(e)
         };
-        in_order(round, window, encode, |j, e| {
-            let e = e?;
-            if let Some(t) = e.offer {
-                offers.push((key(j), t));
-            }
-            // Segments with no chunks (empty tensors, copies) between the last written one and this one.
-            while next_segment <= j.segment {
-                write_segment_header(w, next_segment, &mut segments)?;
-                next_segment += 1;
-            }
-            let before = w.offset();
-            w.chunk(&e.body, j.range.len() as u64)?;
-            let s = &mut segments[j.segment];
-            s.compressed += w.offset() - before;
-            s.programs.push(e.program);
-            verify_fallbacks += u64::from(e.fell_back);
-            Ok(())
-        })?;
+        in_order(
+            round,
+            window,
+            |j| j.range.len(),
+            encode,
+            |j, e| {
+                let e = e?;
+                if let Some(t) = e.offer {
+                    offers.push((key(j), t));
+                }
+                // Segments with no chunks (empty tensors, copies) between the last written one and this one.
+                while next_segment <= j.segment {
+                    write_segment_header(w, next_segment, &mut segments)?;
+                    next_segment += 1;
+                }
+                let before = w.offset();
+                w.chunk(&e.body, j.range.len() as u64)?;
+                let s = &mut segments[j.segment];
+                s.compressed += w.offset() - before;
+                s.programs.push(e.program);
+                verify_fallbacks += u64::from(e.fell_back);
+                Ok(())
+            },
+        )?;
         // The last chunk searched of a key gives its template.
         templates.extend(offers);
     }
@@ -738,32 +775,48 @@ mod tests {
     use std::sync::atomic::{AtomicUsize, Ordering};
     use std::time::Duration;
 
-    use super::in_order;
+    use super::{in_order, Window};
 
     /// Results come in the items' order whatever order they finish in, and
-    /// no more than `window` items are ever in flight (started, result not
-    /// yet handed on).
+    /// what is in flight (started, result not yet handed on) never exceeds the
+    /// window, in items nor in bytes (but for one item larger than the window).
     #[test]
     fn in_order_keeps_order_and_window() {
         let pool = rayon::ThreadPoolBuilder::new().num_threads(3).build().unwrap();
-        let items: Vec<u64> = (0..40).collect();
-        for window in [1, 2, 5] {
-            let in_flight = AtomicUsize::new(0);
-            let most = AtomicUsize::new(0);
+        let items: Vec<usize> = (0..60).collect();
+        // Sizes 1 to 5, and item 30 larger than any window below.
+        let size = |&i: &usize| if i == 30 { 100 } else { 1 + i % 5 };
+        for (max_items, max_bytes) in [(1, 100), (2, 100), (5, 100), (40, 7), (40, 12)] {
+            let window = Window {
+                items: max_items,
+                bytes: max_bytes,
+            };
+            let flight = std::sync::Mutex::new((0usize, 0usize));
+            let (most_items, most_bytes) = (AtomicUsize::new(0), AtomicUsize::new(0));
             let mut seen = Vec::new();
             pool.install(|| {
                 in_order(
                     &items,
                     window,
-                    |&i| {
-                        let now = in_flight.fetch_add(1, Ordering::SeqCst) + 1;
-                        most.fetch_max(now, Ordering::SeqCst);
+                    size,
+                    |i| {
+                        {
+                            let mut f = flight.lock().unwrap();
+                            f.0 += 1;
+                            f.1 += size(i);
+                            most_items.fetch_max(f.0, Ordering::SeqCst);
+                            if *i != 30 {
+                                most_bytes.fetch_max(f.1, Ordering::SeqCst);
+                            }
+                        }
                         // Early items slowest, so later ones finish first.
-                        std::thread::sleep(Duration::from_micros(200 * (i % 7)));
+                        std::thread::sleep(Duration::from_micros(200 * (*i as u64 % 7)));
                         i * i
                     },
                     |&i, r| {
-                        in_flight.fetch_sub(1, Ordering::SeqCst);
+                        let mut f = flight.lock().unwrap();
+                        f.0 -= 1;
+                        f.1 -= size(&i);
                         assert_eq!(r, i * i);
                         seen.push(i);
                         Ok(())
@@ -771,8 +824,9 @@ mod tests {
                 )
             })
             .unwrap();
-            assert_eq!(seen, items, "window {window}");
-            assert!(most.load(Ordering::SeqCst) <= window, "window {window}");
+            assert_eq!(seen, items, "{window:?}");
+            assert!(most_items.load(Ordering::SeqCst) <= max_items, "{window:?}");
+            assert!(most_bytes.load(Ordering::SeqCst) <= max_bytes, "{window:?}");
         }
     }
 
@@ -782,9 +836,11 @@ mod tests {
     fn in_order_stops_at_the_first_error() {
         let items: Vec<u32> = (0..100).collect();
         let started = AtomicUsize::new(0);
+        let window = Window { items: 4, bytes: 100 };
         let err = in_order(
             &items,
-            4,
+            window,
+            |_| 1,
             |&i| {
                 started.fetch_add(1, Ordering::SeqCst);
                 i
@@ -801,7 +857,14 @@ mod tests {
     fn in_order_raises_a_panic_in_work() {
         let items: Vec<u32> = (0..8).collect();
         let caught = std::panic::catch_unwind(|| {
-            in_order(&items, 3, |&i| if i == 5 { panic!("boom") } else { i }, |_, _| Ok(()))
+            let window = Window { items: 3, bytes: 100 };
+            in_order(
+                &items,
+                window,
+                |_| 1,
+                |&i| if i == 5 { panic!("boom") } else { i },
+                |_, _| Ok(()),
+            )
         });
         assert!(caught.is_err());
     }
