@@ -28,9 +28,10 @@ import tempfile
 import time
 from pathlib import Path
 
+from decode import write_section  # the same RESULTS.md sections (bench/ is on sys.path)
+
 BENCH = Path(__file__).resolve().parent
 REPO = BENCH.parent
-RESULTS_MD = BENCH / "RESULTS.md"
 START = "<!-- compress-threads:start -->"
 END = "<!-- compress-threads:end -->"
 
@@ -47,19 +48,6 @@ def git_rev() -> str:
                               capture_output=True, text=True, check=True).stdout.strip()
     except (OSError, subprocess.CalledProcessError):
         return "unknown"
-
-
-def write_section(text: str) -> None:
-    """Replaces (or appends) this script's section of RESULTS.md, leaving the rest."""
-    md = RESULTS_MD.read_text(encoding="utf-8") if RESULTS_MD.exists() else ""
-    block = f"{START}\n{text}{END}\n"
-    if START in md and END in md:
-        pre, rest = md.split(START, 1)
-        post = rest.split(END, 1)[1].lstrip("\n")
-        md = pre + block + post
-    else:
-        md = md.rstrip("\n") + "\n\n" + block
-    RESULTS_MD.write_text(md, encoding="utf-8")
 
 
 def main() -> int:
@@ -114,7 +102,7 @@ def main() -> int:
         for p, mb, one, many in rows:
             lines.append(f"| `{name(p)}` | {mb:.1f} | {one:.2f} | {many:.2f} | {mb / one:.1f} | "
                          f"{mb / many:.1f} | {one / many:.2f}x |")
-        write_section("\n".join(lines) + "\n")
+        write_section("\n".join(lines) + "\n", START, END)
     return 0
 
 

@@ -308,13 +308,15 @@ def render(results: dict) -> str:
     return "\n".join(lines) + "\n"
 
 
-def write_section(text: str) -> None:
-    """Replaces (or appends) the decode section of RESULTS.md, leaving the rest."""
+def write_section(text: str, start: str = START, end: str = END) -> None:
+    """Replaces (or appends) the section of RESULTS.md between the markers
+    ``start`` and ``end`` (by default the decode section), leaving the rest
+    (``bench/compress_threads.py`` writes its own section with it)."""
     md = RESULTS_MD.read_text(encoding="utf-8") if RESULTS_MD.exists() else ""
-    block = f"{START}\n{text}{END}\n"
-    if START in md and END in md:
-        pre, rest = md.split(START, 1)
-        post = rest.split(END, 1)[1].lstrip("\n")
+    block = f"{start}\n{text}{end}\n"
+    if start in md and end in md:
+        pre, rest = md.split(start, 1)
+        post = rest.split(end, 1)[1].lstrip("\n")
         md = pre + block + post
     else:
         md = md.rstrip("\n") + "\n\n" + block
