@@ -570,15 +570,63 @@ fn compress_planned<W: Write>(
     let started = Instant::now();
     let data = file.data;
     let plans = &plan.plans;
-    let digest = brevis_decoder::digest(opts.digest, data);
     let start_offset = w.offset();
-    w.file(&FileRecord {
+    let file_record = |digest| FileRecord {
         path: file.archive_path.clone(),
         size: data.len() as u64,
         digest,
         segments: plans.len() as u64,
-    })?;
+    };
+    std::thread::scope(|scope| {
+        // The FILE record holds the file's digest and comes first. On one
+        // thread the digest is computed here, before the chunks; on several it
+        // is computed on a thread of its own while the first chunks encode, and
+        // the record is written when the first segment header is due (SHA-256
+        // runs at about 2 GB/s: on many cores, done first, it would be a good
+        // part of a compression's wall time that no other core can share).
+        let mut pending_digest = None;
+        if rayon::current_num_threads() > 1 {
+            pending_digest = Some(scope.spawn(|| brevis_decoder::digest(opts.digest, data)));
+        } else {
+            w.file(&file_record(brevis_decoder::digest(opts.digest, data)))?;
+        }
+        let mut write_file_record = |w: &mut ArchiveWriter<W>| -> Result<()> {
+            if let Some(thread) = pending_digest.take() {
+                let digest = thread.join().unwrap_or_else(|panic| std::panic::resume_unwind(panic));
+                w.file(&file_record(digest))?;
+            }
+            Ok(())
+        };
+        compress_chunks(
+            w,
+            file,
+            plan,
+            synth,
+            opts,
+            progress,
+            &mut write_file_record,
+            started,
+            start_offset,
+        )
+    })
+}
 
+/// [`compress_planned`] after its FILE record is under way:
+/// `write_file_record` writes it (once) before the first segment header.
+#[allow(clippy::too_many_arguments)]
+fn compress_chunks<W: Write>(
+    w: &mut ArchiveWriter<W>,
+    file: &InputFile<'_>,
+    plan: &FilePlan<'_>,
+    synth: &dyn Synthesizer,
+    opts: &CompressOptions,
+    progress: &(dyn Fn(u64) + Sync),
+    write_file_record: &mut dyn FnMut(&mut ArchiveWriter<W>) -> Result<()>,
+    started: Instant,
+    start_offset: u64,
+) -> Result<FileReport> {
+    let data = file.data;
+    let plans = &plan.plans;
     let mut jobs = Vec::new();
     for (i, p) in plans.iter().enumerate() {
         match &plan.sources[i] {
@@ -684,6 +732,7 @@ fn compress_planned<W: Write>(
                 if let Some(t) = e.offer {
                     offers.push((key(j), t));
                 }
+                write_file_record(w)?;
                 // Segments with no chunks (empty tensors, copies) between the last written one and this one.
                 while next_segment <= j.segment {
                     write_segment_header(w, next_segment, &mut segments)?;
@@ -701,6 +750,7 @@ fn compress_planned<W: Write>(
         // The last chunk searched of a key gives its template.
         templates.extend(offers);
     }
+    write_file_record(w)?;
     while next_segment < plans.len() {
         write_segment_header(w, next_segment, &mut segments)?;
         next_segment += 1;

@@ -38,6 +38,39 @@ fn a_folder_with_the_same_model_twice_costs_barely_more_than_once() {
 }
 
 #[test]
+fn a_file_that_is_all_copies_gets_its_digest_on_any_number_of_threads() {
+    // `b.bin` is one opaque segment, a copy of `a.bin`'s: it has no chunk of
+    // its own, so its FILE record (on several threads computed beside the
+    // chunks, and written before the first segment) is written after its
+    // chunk loop, which has nothing to do.
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    fs::create_dir_all(d.join("m")).unwrap();
+    let mut x = 0x9e37_79b9_7f4a_7c15u64;
+    let data: Vec<u8> = (0..200_000)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            (x >> 56) as u8
+        })
+        .collect();
+    fs::write(d.join("m/a.bin"), &data).unwrap();
+    fs::write(d.join("m/b.bin"), &data).unwrap();
+    let mut archives = Vec::new();
+    for threads in ["1", "3"] {
+        let out = format!("m{threads}.brv");
+        ok(&brevis(&["compress", "m", "-o", &out, "-q", "--threads", threads], d));
+        ok(&brevis(&["verify", &out, "-q"], d));
+        archives.push(fs::read(d.join(&out)).unwrap());
+    }
+    assert!(archives[0] == archives[1], "the archive depends on --threads");
+    let i = brevis(&["inspect", "m3.brv"], d);
+    ok(&i);
+    assert!(String::from_utf8_lossy(&i.stdout).contains("copy of segment"));
+}
+
+#[test]
 fn a_finetune_round_trips_with_its_base_and_is_refused_without_it() {
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path();
