@@ -448,7 +448,16 @@ pub fn compress_file<W: Write>(
     progress: &(dyn Fn(u64) + Sync),
 ) -> Result<FileReport> {
     let plan = plan_file(file, &ExternalData::new())?;
-    compress_planned(w, file, &plan, synth, opts, progress)
+    compress_planned(
+        w,
+        &PlannedFile {
+            file,
+            plan: &plan,
+            synth,
+            opts,
+            progress,
+        },
+    )
 }
 
 /// Plans a file's segments (what the other files' containers say about it
@@ -558,16 +567,19 @@ fn use_base<'b>(files: &[InputFile<'_>], plans: &mut [FilePlan<'b>], base: &'b B
     }
 }
 
+/// What compressing one planned file takes, besides the writer.
+struct PlannedFile<'a> {
+    file: &'a InputFile<'a>,
+    plan: &'a FilePlan<'a>,
+    synth: &'a dyn Synthesizer,
+    opts: &'a CompressOptions,
+    progress: &'a (dyn Fn(u64) + Sync),
+}
+
 /// Writes a planned file.
-fn compress_planned<W: Write>(
-    w: &mut ArchiveWriter<W>,
-    file: &InputFile<'_>,
-    plan: &FilePlan<'_>,
-    synth: &dyn Synthesizer,
-    opts: &CompressOptions,
-    progress: &(dyn Fn(u64) + Sync),
-) -> Result<FileReport> {
+fn compress_planned<W: Write>(w: &mut ArchiveWriter<W>, task: &PlannedFile<'_>) -> Result<FileReport> {
     let started = Instant::now();
+    let PlannedFile { file, plan, opts, .. } = *task;
     let data = file.data;
     let plans = &plan.plans;
     let start_offset = w.offset();
@@ -597,34 +609,26 @@ fn compress_planned<W: Write>(
             }
             Ok(())
         };
-        compress_chunks(
-            w,
-            file,
-            plan,
-            synth,
-            opts,
-            progress,
-            &mut write_file_record,
-            started,
-            start_offset,
-        )
+        compress_chunks(w, task, &mut write_file_record, started, start_offset)
     })
 }
 
 /// [`compress_planned`] after its FILE record is under way:
 /// `write_file_record` writes it (once) before the first segment header.
-#[allow(clippy::too_many_arguments)]
 fn compress_chunks<W: Write>(
     w: &mut ArchiveWriter<W>,
-    file: &InputFile<'_>,
-    plan: &FilePlan<'_>,
-    synth: &dyn Synthesizer,
-    opts: &CompressOptions,
-    progress: &(dyn Fn(u64) + Sync),
+    task: &PlannedFile<'_>,
     write_file_record: &mut dyn FnMut(&mut ArchiveWriter<W>) -> Result<()>,
     started: Instant,
     start_offset: u64,
 ) -> Result<FileReport> {
+    let PlannedFile {
+        file,
+        plan,
+        synth,
+        opts,
+        progress,
+    } = *task;
     let data = file.data;
     let plans = &plan.plans;
     let mut jobs = Vec::new();
@@ -806,8 +810,17 @@ pub fn compress_files_with_base<W: Write>(
     let mut reports = Vec::with_capacity(files.len());
     for (f, plan) in files.iter().zip(&plans) {
         reports.push(
-            compress_planned(&mut w, f, plan, synth, opts, progress)
-                .with_context(|| format!("compressing `{}`", f.archive_path))?,
+            compress_planned(
+                &mut w,
+                &PlannedFile {
+                    file: f,
+                    plan,
+                    synth,
+                    opts,
+                    progress,
+                },
+            )
+            .with_context(|| format!("compressing `{}`", f.archive_path))?,
         );
     }
     let (out, len) = w.finish()?;
