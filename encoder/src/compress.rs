@@ -308,7 +308,6 @@ fn chunk_jobs(segment: usize, plan: &SegmentPlan, data: &[u8], chunk_bytes: usiz
     }
 }
 
-/// A chunk encoded by [`encode_chunk`].
 /// How many items [`in_order`] has in flight (started, result not yet handed
 /// on) at most.
 #[derive(Clone, Copy, Debug)]
@@ -394,6 +393,7 @@ fn in_order<T: Sync, R: Send>(
     })
 }
 
+/// A chunk encoded by [`encode_chunk`].
 struct Encoded {
     body: Vec<u8>,
     program: String,
