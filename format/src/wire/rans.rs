@@ -509,9 +509,40 @@ pub(super) fn normalize(counts: &[u64], n: u64, scale: u32) -> Vec<u32> {
 ///
 /// The cost is separable and convex in each `f_i`, so starting from rounded
 /// proportional values, moving one unit at a time to the best marginal gain from the
-/// cheapest marginal loss reaches the optimum.
+/// cheapest marginal loss reaches the optimum. Each move takes the symbol with the
+/// largest gain (or smallest loss), ties to the larger index: a function of the
+/// current frequencies alone, so the moves can be found by scanning every symbol
+/// ([`scan_moves`], when there are few) or with heaps ([`heap_moves`], when there
+/// are many), and the two can take turns, with the same result.
 pub(super) fn normalize_with(counts: &[u64], n: u64, scale: u32, ln_inv: &mut LnInv) -> Vec<u32> {
+    // Rounding leaves the sum off by a few units at most for most tables; the
+    // heaps only pay when many moves are due (many tiny counts raised to 1).
+    normalize_scanning(counts, n, scale, ln_inv, SCAN_MOVES)
+}
+
+/// [`normalize_with`], scanning for at most `scan_budget` moves.
+fn normalize_scanning(counts: &[u64], n: u64, scale: u32, ln_inv: &mut LnInv, scan_budget: usize) -> Vec<u32> {
     let m = 1u64 << scale;
+    let mut f = rounded(counts, n, m);
+    let sum: u64 = f.iter().map(|&v| u64::from(v)).sum();
+    let exchanges = exchange_limit(counts);
+    let exchanged = if sum.abs_diff(m) <= scan_budget as u64 {
+        match scan_moves(counts, m, &mut f, sum, ln_inv, exchanges, scan_budget) {
+            None => {
+                debug_assert_eq!(f.iter().map(|&v| u64::from(v)).sum::<u64>(), m);
+                return f;
+            }
+            Some(done) => done,
+        }
+    } else {
+        0
+    };
+    heap_moves(counts, m, &mut f, ln_inv, exchanges - exchanged);
+    f
+}
+
+/// Each count's share of `m`, rounded, at least 1: where [`normalize_with`] starts.
+fn rounded(counts: &[u64], n: u64, m: u64) -> Vec<u32> {
     // Rounded c * m / n; in u64 while that cannot overflow (counts below 2^40),
     // as u128 division is a slow library call.
     let round = |c: u64| {
@@ -521,36 +552,134 @@ pub(super) fn normalize_with(counts: &[u64], n: u64, scale: u32, ln_inv: &mut Ln
             ((u128::from(c) * u128::from(m) * 2 + u128::from(n)) / (2 * u128::from(n))) as u64
         }
     };
-    let mut f: Vec<u32> = counts.iter().map(|&c| round(c).max(1) as u32).collect();
-    let mut sum: u64 = f.iter().map(|&v| u64::from(v)).sum();
+    counts.iter().map(|&c| round(c).max(1) as u32).collect()
+}
 
-    // Gain (in nats) of f -> f + 1, c ln((f + 1) / f), and loss of f -> f - 1,
-    // c ln(f / (f - 1)), for symbol i (log1p keeps them exact for large f).
-    let gain = |c: u64, f: u32, ln_inv: &mut LnInv| c as f64 * ln_inv.get(f);
-    let loss = |c: u64, f: u32, ln_inv: &mut LnInv| c as f64 * ln_inv.get(f - 1);
-    // Built in one heapify each, not pushed one by one; either way a max-heap of
-    // totally ordered entries pops the same sequence.
-    let mut inc: BinaryHeap<(Key, u32, u32)> = f
-        .iter()
-        .enumerate()
-        .filter(|&(_, &fi)| u64::from(fi) < m)
-        .map(|(i, &fi)| (Key(gain(counts[i], fi, ln_inv)), i as u32, fi))
-        .collect::<Vec<_>>()
-        .into();
-    let mut dec: BinaryHeap<(Reverse<Key>, u32, u32)> = f
-        .iter()
-        .enumerate()
-        .filter(|&(_, &fi)| fi > 1)
-        .map(|(i, &fi)| (Reverse(Key(loss(counts[i], fi, ln_inv))), i as u32, fi))
-        .collect::<Vec<_>>()
-        .into();
-    let mut push = |i: usize, fi: u32, inc: &mut BinaryHeap<(Key, u32, u32)>, dec: &mut BinaryHeap<_>| {
-        if u64::from(fi) < m {
-            inc.push((Key(gain(counts[i], fi, ln_inv)), i as u32, fi));
+/// Most exchanges [`normalize_with`] makes (a handful at most after rounding).
+fn exchange_limit(counts: &[u64]) -> usize {
+    4 * counts.len() + 64
+}
+
+/// Moves [`normalize_with`] finds by scanning before it turns to heaps.
+const SCAN_MOVES: usize = 24;
+
+/// Gain (in nats) of `f -> f + 1` for a symbol of count `c`, `c ln((f + 1) / f)`,
+/// or minus infinity where `f` cannot grow (log1p keeps it exact for large `f`).
+#[inline]
+fn gain(c: u64, f: u32, m: u64, ln_inv: &mut LnInv) -> f64 {
+    if u64::from(f) < m {
+        c as f64 * ln_inv.get(f)
+    } else {
+        f64::NEG_INFINITY
+    }
+}
+
+/// Loss (in nats) of `f -> f - 1`, `c ln(f / (f - 1))`, or infinity where `f`
+/// cannot shrink.
+#[inline]
+fn loss(c: u64, f: u32, ln_inv: &mut LnInv) -> f64 {
+    if f > 1 {
+        c as f64 * ln_inv.get(f - 1)
+    } else {
+        f64::INFINITY
+    }
+}
+
+/// [`normalize_with`]'s moves by scanning every symbol's gain and loss, for at
+/// most `budget` moves (at least `|sum - m|`): `None` when `f` is optimal, else
+/// the exchanges made so far (the rest is left to [`heap_moves`]).
+fn scan_moves(
+    counts: &[u64],
+    m: u64,
+    f: &mut [u32],
+    mut sum: u64,
+    ln_inv: &mut LnInv,
+    exchanges: usize,
+    budget: usize,
+) -> Option<usize> {
+    let mut gains: Vec<f64> = counts.iter().zip(&*f).map(|(&c, &fi)| gain(c, fi, m, ln_inv)).collect();
+    let mut losses: Vec<f64> = counts.iter().zip(&*f).map(|(&c, &fi)| loss(c, fi, ln_inv)).collect();
+    // The largest gain and the smallest loss, ties to the larger index (as the
+    // heaps order them); `None` where no symbol can move.
+    let top_gain = |g: &[f64]| {
+        let mut best: Option<(f64, usize)> = None;
+        for (i, &v) in g.iter().enumerate() {
+            if v != f64::NEG_INFINITY && best.is_none_or(|(b, _)| v >= b) {
+                best = Some((v, i));
+            }
         }
-        if fi > 1 {
-            dec.push((Reverse(Key(loss(counts[i], fi, ln_inv))), i as u32, fi));
+        best
+    };
+    let top_loss = |l: &[f64]| {
+        let mut best: Option<(f64, usize)> = None;
+        for (i, &v) in l.iter().enumerate() {
+            if v != f64::INFINITY && best.is_none_or(|(b, _)| v <= b) {
+                best = Some((v, i));
+            }
         }
+        best
+    };
+    let mut update = |i: usize, f: &[u32], gains: &mut [f64], losses: &mut [f64]| {
+        gains[i] = gain(counts[i], f[i], m, ln_inv);
+        losses[i] = loss(counts[i], f[i], ln_inv);
+    };
+    let mut moves = 0;
+    while sum > m {
+        let Some((_, i)) = top_loss(&losses) else { break };
+        f[i] -= 1;
+        sum -= 1;
+        update(i, f, &mut gains, &mut losses);
+        moves += 1;
+    }
+    while sum < m {
+        let Some((_, i)) = top_gain(&gains) else { break };
+        f[i] += 1;
+        sum += 1;
+        update(i, f, &mut gains, &mut losses);
+        moves += 1;
+    }
+    for done in 0..exchanges {
+        let (Some((g, i)), Some((l, j))) = (top_gain(&gains), top_loss(&losses)) else {
+            return None;
+        };
+        if i == j || g <= l * (1.0 + 1e-12) {
+            return None;
+        }
+        if moves >= budget {
+            return Some(done);
+        }
+        f[i] += 1;
+        f[j] -= 1;
+        update(i, f, &mut gains, &mut losses);
+        update(j, f, &mut gains, &mut losses);
+        moves += 1;
+    }
+    None
+}
+
+/// [`normalize_with`]'s moves from `f` with a max-heap of gains and a min-heap of
+/// losses, making at most `exchanges` exchanges.
+fn heap_moves(counts: &[u64], m: u64, f: &mut [u32], ln_inv: &mut LnInv, exchanges: usize) {
+    let mut sum: u64 = f.iter().map(|&v| u64::from(v)).sum();
+    // Each heap is built (in one heapify, not pushed one by one: either way a
+    // max-heap of totally ordered entries pops the same sequence) when first
+    // needed, from the frequencies then: the losses' while units are taken
+    // away, the gains' while units are handed out, both for the exchanges.
+    let gains = |f: &[u32], ln_inv: &mut LnInv| -> BinaryHeap<(Key, u32, u32)> {
+        f.iter()
+            .enumerate()
+            .filter(|&(_, &fi)| u64::from(fi) < m)
+            .map(|(i, &fi)| (Key(gain(counts[i], fi, m, ln_inv)), i as u32, fi))
+            .collect::<Vec<_>>()
+            .into()
+    };
+    let losses = |f: &[u32], ln_inv: &mut LnInv| -> BinaryHeap<(Reverse<Key>, u32, u32)> {
+        f.iter()
+            .enumerate()
+            .filter(|&(_, &fi)| fi > 1)
+            .map(|(i, &fi)| (Reverse(Key(loss(counts[i], fi, ln_inv))), i as u32, fi))
+            .collect::<Vec<_>>()
+            .into()
     };
     // Drops stale heap entries (pushed for an older value of f).
     fn top_inc(h: &mut BinaryHeap<(Key, u32, u32)>, f: &[u32]) -> Option<(f64, usize)> {
@@ -571,21 +700,40 @@ pub(super) fn normalize_with(counts: &[u64], n: u64, scale: u32, ln_inv: &mut Ln
         }
         None
     }
-    while sum > m {
-        let Some((_, i)) = top_dec(&mut dec, &f) else { break };
-        f[i] -= 1;
-        sum -= 1;
-        push(i, f[i], &mut inc, &mut dec);
+    if sum > m {
+        let mut dec = losses(f, ln_inv);
+        while sum > m {
+            let Some((_, i)) = top_dec(&mut dec, f) else { break };
+            f[i] -= 1;
+            sum -= 1;
+            if f[i] > 1 {
+                dec.push((Reverse(Key(loss(counts[i], f[i], ln_inv))), i as u32, f[i]));
+            }
+        }
     }
-    while sum < m {
-        let Some((_, i)) = top_inc(&mut inc, &f) else { break };
-        f[i] += 1;
-        sum += 1;
-        push(i, f[i], &mut inc, &mut dec);
+    if sum < m {
+        let mut inc = gains(f, ln_inv);
+        while sum < m {
+            let Some((_, i)) = top_inc(&mut inc, f) else { break };
+            f[i] += 1;
+            sum += 1;
+            if u64::from(f[i]) < m {
+                inc.push((Key(gain(counts[i], f[i], m, ln_inv)), i as u32, f[i]));
+            }
+        }
     }
-    // Exchange units while it pays; a handful of moves at most after rounding.
-    for _ in 0..4 * counts.len() + 64 {
-        let (Some((g, i)), Some((l, j))) = (top_inc(&mut inc, &f), top_dec(&mut dec, &f)) else {
+    let (mut inc, mut dec) = (gains(f, ln_inv), losses(f, ln_inv));
+    let mut push = |i: usize, fi: u32, inc: &mut BinaryHeap<(Key, u32, u32)>, dec: &mut BinaryHeap<_>| {
+        if u64::from(fi) < m {
+            inc.push((Key(gain(counts[i], fi, m, ln_inv)), i as u32, fi));
+        }
+        if fi > 1 {
+            dec.push((Reverse(Key(loss(counts[i], fi, ln_inv))), i as u32, fi));
+        }
+    };
+    // Exchange units while it pays.
+    for _ in 0..exchanges {
+        let (Some((g, i)), Some((l, j))) = (top_inc(&mut inc, f), top_dec(&mut dec, f)) else {
             break;
         };
         if i == j || g <= l * (1.0 + 1e-12) {
@@ -597,7 +745,6 @@ pub(super) fn normalize_with(counts: &[u64], n: u64, scale: u32, ln_inv: &mut Ln
         push(j, f[j], &mut inc, &mut dec);
     }
     debug_assert_eq!(f.iter().map(|&v| u64::from(v)).sum::<u64>(), m);
-    f
 }
 
 /// An `f64` ordered by `total_cmp`.
@@ -885,6 +1032,41 @@ mod tests {
                     w.bit_len(),
                     "scale {scale}"
                 );
+            }
+        }
+    }
+
+    /// Scanning for the first moves and heaps for the rest choose the same
+    /// frequencies as heaps alone, whenever the scans hand over (before the first
+    /// move, after a few, never), on skewed tables, tables full of ties, and
+    /// tables whose rounding is far off.
+    #[test]
+    fn scans_and_heaps_choose_the_same_frequencies() {
+        let mut rng = super::super::tables::testing::Rng(11);
+        for round in 0..1500 {
+            let nsym = 2 + (rng.next() % 400) as usize;
+            let counts: Vec<u64> = match round % 3 {
+                0 => (0..nsym)
+                    .map(|i| 1 + rng.next() % (1 + 50_000 / (1 + i as u64)))
+                    .collect(),
+                1 => (0..nsym).map(|_| 1 + rng.next() % 4 * 25).collect(),
+                _ => (0..nsym)
+                    .map(|i| {
+                        if i % 17 == 0 {
+                            1 + rng.next() % 100_000
+                        } else {
+                            1 + rng.next() % 3
+                        }
+                    })
+                    .collect(),
+            };
+            let n: u64 = counts.iter().sum();
+            let lo = super::super::tables::ceil_log2(nsym as u64).max(1);
+            let scale = lo + (rng.next() % u64::from(17 - lo)) as u32;
+            let heaps = normalize_scanning(&counts, n, scale, &mut LnInv::default(), 0);
+            for budget in [1, 2, 5, SCAN_MOVES, usize::MAX] {
+                let f = normalize_scanning(&counts, n, scale, &mut LnInv::default(), budget);
+                assert_eq!(f, heaps, "round {round}, scale {scale}, budget {budget}");
             }
         }
     }
