@@ -144,19 +144,57 @@ impl Model {
     }
 
     /// The context of each word of `symbols` (`width`-bit words), each lane's
-    /// words seeing only the earlier words of their lane.
+    /// words seeing only the earlier words of their lane: [`context`] of each,
+    /// computed a lane at a time in two passes, the weighted sums (and signs)
+    /// over whole slices of deviations, in 16 bits (`4 * 15 * 255` fits), which
+    /// the compiler vectorizes, then the buckets looked up. Word by word this took
+    /// a sixth of compressing the isnet corpus files.
     fn contexts(&self, symbols: &[u8], width: u8) -> Vec<u8> {
-        let w = self.padded_weights();
+        let w = self.padded_weights().map(|x| x as i16);
         let base = self.bucket_base_of_sum(width);
-        let c = i32::from(self.center);
-        let mut out = Vec::with_capacity(symbols.len());
-        for lane in symbols.chunks(lane_len(symbols.len())) {
-            let mut e = [0i32; MAX_ORDER];
-            out.extend(lane.iter().map(|&v| {
-                let ctx = context(&w, &e, &base, self.signed);
-                e = [i32::from(v) - c, e[0], e[1], e[2]];
-                ctx
-            }));
+        let c = i16::from(self.center);
+        let mut out = vec![0u8; symbols.len()];
+        let mut dev: Vec<i16> = Vec::new();
+        let mut sums: Vec<u16> = Vec::new();
+        let mut signs: Vec<u8> = Vec::new();
+        let lanes = symbols.chunks(lane_len(symbols.len()));
+        for (lane, dst) in lanes.zip(out.chunks_mut(lane_len(symbols.len()))) {
+            // Deviations from the centre, after MAX_ORDER zeros (before a lane's
+            // first word, the words count as the centre): word `i`'s previous
+            // words, nearest first, deviate by dev[i + 3], dev[i + 2], dev[i + 1]
+            // and dev[i].
+            dev.clear();
+            dev.resize(MAX_ORDER, 0);
+            dev.extend(lane.iter().map(|&v| i16::from(v) - c));
+            let n = lane.len();
+            let (e0, e1, e2, e3) = (&dev[3..3 + n], &dev[2..2 + n], &dev[1..1 + n], &dev[..n]);
+            let deviations = || {
+                e0.iter()
+                    .zip(e1)
+                    .zip(e2)
+                    .zip(e3)
+                    .map(|(((&a, &b), &c), &d)| [a, b, c, d])
+            };
+            sums.clear();
+            sums.extend(
+                deviations()
+                    .map(|e| (w[0] * e[0].abs() + w[1] * e[1].abs() + w[2] * e[2].abs() + w[3] * e[3].abs()) as u16),
+            );
+            if self.signed {
+                // The sign class, `signum + 1`, as comparisons (which vectorize).
+                signs.clear();
+                signs.extend(deviations().map(|e| {
+                    let t = w[0] * e[0] + w[1] * e[1] + w[2] * e[2] + w[3] * e[3];
+                    u8::from(t >= 0) + u8::from(t > 0)
+                }));
+                for ((d, &s), &k) in dst.iter_mut().zip(&sums).zip(&signs) {
+                    *d = base[usize::from(s)] + k;
+                }
+            } else {
+                for (d, &s) in dst.iter_mut().zip(&sums) {
+                    *d = base[usize::from(s)];
+                }
+            }
         }
         out
     }
@@ -750,6 +788,48 @@ mod tests {
         }
         out.truncate(n);
         out
+    }
+
+    /// `Model::contexts` gives each word the context the decoder computes for it,
+    /// word by word ([`context`] on the deviations of the lane's earlier words),
+    /// for any weights up to the largest, signed or not, any centre and width,
+    /// and lengths that do and do not split into whole lanes.
+    #[test]
+    fn contexts_are_the_decoders() {
+        let mut rng = Rng(21);
+        for round in 0..400 {
+            let width = 1 + (rng.next() % 8) as u8;
+            let order = 1 + (rng.next() % MAX_ORDER as u64) as usize;
+            let weights: Vec<u8> = (0..order)
+                .map(|_| {
+                    if round % 4 == 0 {
+                        MAX_WEIGHT
+                    } else {
+                        (rng.next() % (u64::from(MAX_WEIGHT) + 1)) as u8
+                    }
+                })
+                .collect();
+            let center = (rng.next() % (1 << width)) as u8;
+            let mut m = Model {
+                center,
+                weights,
+                signed: rng.next().is_multiple_of(2),
+                thresholds: Vec::new(),
+            };
+            m.thresholds = log_thresholds(m.max_sum(width), MAX_BUCKETS, ENCODER_PER_DOUBLING);
+            let n = (rng.next() % 700) as usize;
+            let v: Vec<u8> = (0..n).map(|_| (rng.next() % (1 << width)) as u8).collect();
+            let (w, base) = (m.padded_weights(), m.bucket_base_of_sum(width));
+            let mut one_by_one = Vec::new();
+            for lane in v.chunks(lane_len(n)) {
+                let mut e = [0i32; MAX_ORDER];
+                for &x in lane {
+                    one_by_one.push(context(&w, &e, &base, m.signed));
+                    e = [i32::from(x) - i32::from(center), e[0], e[1], e[2]];
+                }
+            }
+            assert_eq!(m.contexts(&v, width), one_by_one, "round {round}");
+        }
     }
 
     fn round_trip(v: &[u8], width: u8) -> Vec<u8> {
