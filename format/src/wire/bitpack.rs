@@ -9,17 +9,47 @@ use crate::stream::{mask, Word};
 
 /// Packs words in the fewest bits that hold the largest one.
 pub fn encode<W: Word>(words: &[W], _width: u8) -> Vec<u8> {
-    let max = words.iter().map(|w| w.to_u64()).max().unwrap_or(0);
-    let k = (64 - max.leading_zeros()) as u8;
-    let mut out = Vec::with_capacity(1 + (words.len() * usize::from(k)).div_ceil(8));
+    // The bits of every word OR-ed together have the largest word's bit length
+    // (and an OR vectorizes where a 64-bit maximum does not).
+    let any_bits = words.iter().fold(0u64, |acc, w| acc | w.to_u64());
+    let k = (64 - any_bits.leading_zeros()) as u8;
+    let mut out = Vec::with_capacity(1 + (words.len() * usize::from(k)).div_ceil(8) + 16);
     out.push(k);
-    pack(words.iter().map(|w| w.to_u64()), k, &mut out);
+    pack(words, k, &mut out);
     out
 }
 
-/// Appends `values` (each below `2^k`) packed in `k` bits each, least significant
-/// bit first, the last byte zero-padded: the body of a `packed` payload.
-pub(crate) fn pack(values: impl Iterator<Item = u64>, k: u8, out: &mut Vec<u8>) {
+/// Appends the low `k` bits of each of `words` packed in `k` bits each, least
+/// significant bit first, the last byte zero-padded: the body of a `packed`
+/// payload.
+pub(crate) fn pack<W: Word>(words: &[W], k: u8, out: &mut Vec<u8>) {
+    let m = mask(k);
+    if k > 16 {
+        pack_bits(words.iter().map(|w| w.to_u64() & m), k, out);
+        return;
+    }
+    // Eight words fill `k` bytes exactly: each group is built in a register
+    // without a branch, and all 16 of its bytes stored (the ones past `k`
+    // dropped at once), where word by word a branch per word decided when to
+    // store (a tenth of the time of packing a BF16 tensor's low fields).
+    let kb = usize::from(k);
+    let groups = words.chunks_exact(8);
+    let rest = groups.remainder();
+    out.reserve(words.len() / 8 * kb + 16);
+    for g in groups {
+        let mut acc = 0u128;
+        for (j, w) in g.iter().enumerate() {
+            acc |= u128::from(w.to_u64() & m) << (j * kb);
+        }
+        let len = out.len();
+        out.extend_from_slice(&acc.to_le_bytes());
+        out.truncate(len + kb);
+    }
+    pack_bits(rest.iter().map(|w| w.to_u64() & m), k, out);
+}
+
+/// [`pack`] a word at a time, for any `k` up to 64.
+fn pack_bits(values: impl Iterator<Item = u64>, k: u8, out: &mut Vec<u8>) {
     // Fewer than 64 bits wait in `acc` between words; 8 bytes leave at once.
     let mut acc: u128 = 0;
     let mut nbits = 0u32;
@@ -502,7 +532,7 @@ mod tests {
                     .map(|i| i.wrapping_mul(0x9E37_79B9_7F4A_7C15).rotate_left(17) & mask(K as u8))
                     .collect();
                 let mut body = Vec::new();
-                pack(vals.iter().copied(), K as u8, &mut body);
+                pack(&vals, K as u8, &mut body);
                 // Old words of every bit pattern, so bits shifted out of a lane show.
                 let old: Vec<W> = (0..n as u64)
                     .map(|i| W::from_u64(i.wrapping_mul(0xD1B5_4A32_D192_ED03) >> 7))
@@ -577,6 +607,25 @@ mod tests {
         }
     }
 
+    /// Packing eight words at a time writes the bytes packing one at a time does,
+    /// for every bit count, lengths around whole groups, and words with bits above
+    /// `k` (which `hsplit` leaves for its high parts).
+    #[test]
+    fn groups_pack_as_single_words_do() {
+        for k in 0u8..=20 {
+            for n in [0usize, 1, 7, 8, 9, 16, 23, 24, 25, 1001] {
+                let words: Vec<u32> = (0..n as u32)
+                    .map(|i| i.wrapping_mul(0x9E37_79B9).rotate_left(11))
+                    .collect();
+                let mut grouped = std::vec![0xAB];
+                pack(&words, k, &mut grouped);
+                let mut single = std::vec![0xAB];
+                pack_bits(words.iter().map(|&w| u64::from(w) & mask(k)), k, &mut single);
+                assert_eq!(grouped, single, "k {k} n {n}");
+            }
+        }
+    }
+
     /// Every bit count of 32-bit words and lengths around the bulk paths' groups of
     /// 8 words (narrow fields, and natively the constant-width wide ones).
     #[test]
@@ -630,7 +679,7 @@ mod tests {
                 .collect();
             let high: Vec<u64> = (0..n as u64).map(|i| (i * 7 + 3) & mask(W::BITS as u8 - k)).collect();
             let mut body = Vec::new();
-            pack(low.iter().copied(), k, &mut body);
+            pack(&low, k, &mut body);
             let mut out: Vec<W> = high.iter().map(|&h| W::from_u64(h)).collect();
             unpack_shift_in(&body, k, &mut out).unwrap();
             let want: Vec<W> = high.iter().zip(&low).map(|(&h, &l)| W::from_u64(h << k | l)).collect();

@@ -178,7 +178,7 @@ pub fn encode_split<W: Word>(symbols: &[W], width: u8, k: u8) -> Option<Vec<u8>>
             put_varint(&mut out, st.len() as u64);
         }
     }
-    bitpack::pack(symbols.iter().map(|s| s.to_u64() & mask(k)), k, &mut out);
+    bitpack::pack(symbols, k, &mut out);
     for st in &streams {
         out.extend_from_slice(st);
     }
