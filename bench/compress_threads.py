@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """How `brevis compress` scales with threads, in one run on the same files.
 
-    bench/compress_threads.py [--runs N] [--threads T] [--bin BREVIS ...] [--write] FILE...
+    bench/compress_threads.py [--runs N] [--threads T] [--bin [LABEL=]BREVIS ...] [--write] FILE...
 
 For each file, every round runs ``brevis compress -q --threads 1`` and ``--threads T``
 (default 2) of every build in turn and keeps each one's best wall time over ``--runs``
@@ -10,7 +10,9 @@ counts see the same spells of a shared machine, so their ratios compare like wit
 Every archive of a file must be byte-identical across thread counts (the archive does
 not depend on ``--threads``), else the script fails. Prints one line per file and
 build; ``--write`` also replaces the compress-threads section of ``bench/RESULTS.md``
-(between its markers, leaving the rest) for the first build.
+(between its markers, leaving the rest) for the first build, and with several builds
+adds how much faster the first is than each other one (e.g. ``--bin
+/tmp/new --bin f191b07=/tmp/old``: an encoder change timed in the same rounds).
 
 Issue 3 asks that the default effort "scales with --threads"; ``bench/run.sh`` times
 one thread only.
@@ -53,15 +55,20 @@ def git_rev() -> str:
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--bin", action="append",
-                    help="a brevis binary (repeat for several; default target/release/brevis)")
+                    help="a brevis binary, optionally LABEL=PATH (repeat for several; default "
+                         "target/release/brevis)")
     ap.add_argument("--runs", type=int, default=5, help="rounds (default 5)")
     ap.add_argument("--threads", type=int, default=2, help="the thread count set against one (default 2)")
     ap.add_argument("--write", action="store_true", help="replace the section of bench/RESULTS.md")
     ap.add_argument("files", nargs="+", type=Path)
     args = ap.parse_args()
-    bins = args.bin or [str(REPO / "target" / "release" / "brevis")]
+    specs = args.bin or [str(REPO / "target" / "release" / "brevis")]
+    # LABEL=PATH or PATH (labelled by itself).
+    labels = {spec.partition("=")[2] or spec: spec.partition("=")[0] for spec in specs}
+    bins = list(labels)
     counts = (1, args.threads)
     rows = []
+    others = []  # (file, label, 1-thread s, T-thread s) of every build but the first
     with tempfile.TemporaryDirectory(prefix="brevis-compress-threads-") as tmp:
         for src in args.files:
             runs = [(b, t) for b in bins for t in counts]
@@ -81,6 +88,8 @@ def main() -> int:
                       f"{args.threads} / 1 = {one / many:.2f}x")
                 if b == bins[0]:
                     rows.append((src, mb, one, many))
+                else:
+                    others.append((src, labels[b], one, many, rows[-1]))
     if args.write:
         corpus = os.environ.get("BREVIS_CORPUS", str(Path.home() / ".cache" / "brevis-corpus"))
         name = lambda p: str(p).removeprefix(corpus).lstrip("/")  # noqa: E731
@@ -89,6 +98,7 @@ def main() -> int:
             "## Compression across threads",
             "",
             f"- Command: `bench/compress_threads.py --runs {args.runs} --threads {t} --write "
+            + "".join(f"--bin {spec} " for spec in (specs if len(specs) > 1 else []))
             + " ".join(name(p) for p, *_ in rows) + "` (paths under the corpus)",
             f"- Date: {dt.datetime.now(dt.timezone.utc):%Y-%m-%d %H:%M} UTC; brevis git {git_rev()}; "
             f"nproc {os.cpu_count()}, {platform.machine()}",
@@ -102,6 +112,26 @@ def main() -> int:
         for p, mb, one, many in rows:
             lines.append(f"| `{name(p)}` | {mb:.1f} | {one:.2f} | {many:.2f} | {mb / one:.1f} | "
                          f"{mb / many:.1f} | {one / many:.2f}x |")
+        if others:
+            first = labels[bins[0]]
+            lines += [
+                "",
+                f"The same rounds, other builds: how much faster the table's build (`{first}`) is "
+                "than each (the other build's time ÷ its, at the same thread count).",
+                "",
+                f"| file | build | 1 thread s | {t} threads s | `{first}` faster, 1 thread | "
+                f"`{first}` faster, {t} threads |",
+                "| --- | --- | ---: | ---: | ---: | ---: |",
+            ]
+            for p, label, one, many, (_, _, first_one, first_many) in others:
+                lines.append(f"| `{name(p)}` | `{label}` | {one:.2f} | {many:.2f} | {one / first_one:.2f}x | "
+                             f"{many / first_many:.2f}x |")
+            for label in dict.fromkeys(o[1] for o in others):
+                mine = [o for o in others if o[1] == label]
+                sums = [sum(o[i] for o in mine) for i in (2, 3)]
+                firsts = [sum(o[4][i] for o in mine) for i in (2, 3)]
+                lines.append(f"| all files (total time) | `{label}` | {sums[0]:.2f} | {sums[1]:.2f} | "
+                             f"{sums[0] / firsts[0]:.2f}x | {sums[1] / firsts[1]:.2f}x |")
         write_section("\n".join(lines) + "\n", START, END)
     return 0
 
