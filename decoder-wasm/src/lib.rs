@@ -18,8 +18,8 @@
 //!
 //! Every input is untrusted: each record's checksum is checked before it is
 //! parsed, every count is checked against what the record can hold and against
-//! [`DecodeLimits`], and each file's digest (SHA-256 or BLAKE3) is checked after it
-//! is rebuilt.
+//! [`DecodeLimits`], and each file's digest (SHA-256, BLAKE3 or XXH3-128) is
+//! checked after it is rebuilt.
 //!
 //! ## Features
 //! - `std` (default): `std::error::Error` for errors and `std::io` helpers.

@@ -311,8 +311,8 @@ pub struct FileRecord {
     pub path: String,
     /// Bytes of the rebuilt file.
     pub size: u64,
-    /// Digest of the rebuilt file: SHA-256 or BLAKE3, as the archive header says
-    /// ([`DigestKind`]).
+    /// Digest of the rebuilt file: SHA-256, BLAKE3 or XXH3-128 (16 bytes, then
+    /// zeros), as the archive header says ([`DigestKind`]).
     pub digest: [u8; 32],
     /// Segments that follow.
     pub segments: u64,

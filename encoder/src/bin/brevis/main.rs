@@ -38,7 +38,7 @@ struct Cli {
 enum Command {
     /// Compress files or a model directory into one archive.
     Compress(cmd_compress::Args),
-    /// Rebuild the files of an archive, verifying each by its digest (SHA-256 or BLAKE3).
+    /// Rebuild the files of an archive, verifying each by its digest (SHA-256, BLAKE3 or XXH3-128).
     Decompress(cmd_decompress::Args),
     /// Show each tensor's dtype, shape, program and ratio, and totals by dtype.
     Inspect(cmd_inspect::Args),
