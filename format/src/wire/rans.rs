@@ -524,20 +524,19 @@ pub(super) fn normalize_with(counts: &[u64], n: u64, scale: u32, ln_inv: &mut Ln
 fn normalize_scanning(counts: &[u64], n: u64, scale: u32, ln_inv: &mut LnInv, scan_budget: usize) -> Vec<u32> {
     let m = 1u64 << scale;
     let mut f = rounded(counts, n, m);
-    let sum: u64 = f.iter().map(|&v| u64::from(v)).sum();
+    let mut sum: u64 = f.iter().map(|&v| u64::from(v)).sum();
     let exchanges = exchange_limit(counts);
-    let exchanged = if sum.abs_diff(m) <= scan_budget as u64 {
-        match scan_moves(counts, m, &mut f, sum, ln_inv, exchanges, scan_budget) {
-            None => {
-                debug_assert_eq!(f.iter().map(|&v| u64::from(v)).sum::<u64>(), m);
-                return f;
-            }
-            Some(done) => done,
-        }
-    } else {
-        0
-    };
-    heap_moves(counts, m, &mut f, ln_inv, exchanges - exchanged);
+    if sum.abs_diff(m) > scan_budget as u64 {
+        // Many units to take back or hand out: a heap for those, then the
+        // exchanges (rarely more than a few) scanned like the rest, which is
+        // cheaper than building two more heaps for them.
+        heap_moves(counts, m, &mut f, ln_inv, 0);
+        sum = f.iter().map(|&v| u64::from(v)).sum();
+    }
+    if let Some(exchanged) = scan_moves(counts, m, &mut f, sum, ln_inv, exchanges, scan_budget) {
+        heap_moves(counts, m, &mut f, ln_inv, exchanges - exchanged);
+    }
+    debug_assert_eq!(f.iter().map(|&v| u64::from(v)).sum::<u64>(), m);
     f
 }
 
@@ -721,6 +720,9 @@ fn heap_moves(counts: &[u64], m: u64, f: &mut [u32], ln_inv: &mut LnInv, exchang
                 inc.push((Key(gain(counts[i], f[i], m, ln_inv)), i as u32, f[i]));
             }
         }
+    }
+    if exchanges == 0 {
+        return;
     }
     let (mut inc, mut dec) = (gains(f, ln_inv), losses(f, ln_inv));
     let mut push = |i: usize, fi: u32, inc: &mut BinaryHeap<(Key, u32, u32)>, dec: &mut BinaryHeap<_>| {
