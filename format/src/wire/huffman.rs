@@ -695,32 +695,37 @@ impl PackageMerge {
         let n = weights.len();
         let mut order: Vec<usize> = (0..n).collect();
         order.sort_by_key(|&i| (weights[i], i));
-        let leaves: Vec<u64> = order.iter().map(|&i| weights[i]).collect();
+        // The leaves, then a sentinel above every weight and package (weights are
+        // symbol counts: their sum, the heaviest package, is far below it), so
+        // the merge below needs no end checks.
+        let mut leaves: Vec<u64> = order.iter().map(|&i| weights[i]).collect();
+        debug_assert!(weights
+            .iter()
+            .try_fold(0u64, |s, &w| s.checked_add(w))
+            .is_some_and(|s| s < u64::MAX));
+        leaves.push(u64::MAX);
         let mut flags: Vec<Vec<bool>> = vec![vec![false; n]];
-        let mut prev = leaves.clone();
+        let mut prev = leaves[..n].to_vec();
+        let mut packages = Vec::new();
         for _ in 1..max_limit {
-            let mut cur = Vec::with_capacity(n + prev.len() / 2);
-            let mut f = Vec::with_capacity(n + prev.len() / 2);
-            let mut packages = prev.chunks_exact(2).map(|p| p[0] + p[1]).peekable();
-            let mut li = leaves.iter().peekable();
-            loop {
-                match (li.peek(), packages.peek()) {
-                    (Some(&&l), Some(&p)) if l <= p => {
-                        cur.push(l);
-                        f.push(false);
-                        li.next();
-                    }
-                    (_, Some(&p)) => {
-                        cur.push(p);
-                        f.push(true);
-                        packages.next();
-                    }
-                    (Some(&&l), None) => {
-                        cur.push(l);
-                        f.push(false);
-                        li.next();
-                    }
-                    (None, None) => break,
+            packages.clear();
+            packages.extend(prev.chunks_exact(2).map(|p| p[0] + p[1]));
+            packages.push(u64::MAX);
+            let len = n + packages.len() - 1;
+            let mut cur = vec![0u64; len];
+            let mut f = vec![false; len];
+            // Merged by weight, a leaf before a package of equal weight. The
+            // sentinels keep both indices in bounds.
+            let (mut a, mut b) = (0, 0);
+            for (c, is_package) in cur.iter_mut().zip(f.iter_mut()) {
+                let (l, p) = (leaves[a], packages[b]);
+                if l <= p {
+                    *c = l;
+                    a += 1;
+                } else {
+                    *c = p;
+                    *is_package = true;
+                    b += 1;
                 }
             }
             flags.push(f);
@@ -801,6 +806,59 @@ mod tests {
         let lens = limited_lengths(&w, 16);
         let cost: u64 = w.iter().zip(&lens).map(|(&w, &l)| w * u64::from(l)).sum();
         assert_eq!(cost, 224);
+    }
+
+    /// The lists, built as package-merge is usually written: both inputs peeked,
+    /// a leaf taken before a package of equal weight.
+    fn reference_flags(weights: &[u64], max_limit: u32) -> Vec<Vec<bool>> {
+        let n = weights.len();
+        let mut order: Vec<usize> = (0..n).collect();
+        order.sort_by_key(|&i| (weights[i], i));
+        let leaves: Vec<u64> = order.iter().map(|&i| weights[i]).collect();
+        let mut flags = std::vec![std::vec![false; n]];
+        let mut prev = leaves.clone();
+        for _ in 1..max_limit {
+            let (mut cur, mut f) = (Vec::new(), Vec::new());
+            let mut packages = prev.chunks_exact(2).map(|p| p[0] + p[1]).peekable();
+            let mut li = leaves.iter().copied().peekable();
+            loop {
+                let leaf = match (li.peek(), packages.peek()) {
+                    (Some(&l), Some(&p)) => l <= p,
+                    (Some(_), None) => true,
+                    (None, Some(_)) => false,
+                    (None, None) => break,
+                };
+                cur.push(if leaf { li.next() } else { packages.next() }.expect("peeked"));
+                f.push(!leaf);
+            }
+            flags.push(f);
+            prev = cur;
+        }
+        flags
+    }
+
+    /// The merge with sentinels builds the reference's lists, on weights with
+    /// many ties (leaves and packages of equal weight), skewed, flat and tiny.
+    #[test]
+    fn lists_are_the_references() {
+        let mut rng = super::super::tables::testing::Rng(7);
+        for round in 0..300 {
+            let n = 2 + (rng.next() % 300) as usize;
+            let w: Vec<u64> = (0..n)
+                .map(|i| match round % 3 {
+                    0 => 1 + rng.next() % 4,
+                    1 => 1 + rng.next() % 100_000 / (1 + i as u64),
+                    _ => 1 << (rng.next() % 12),
+                })
+                .collect();
+            for limit in [1, ceil_log2(n as u64).max(1), MAX_CODE_LEN] {
+                assert_eq!(
+                    PackageMerge::new(&w, limit).flags,
+                    reference_flags(&w, limit),
+                    "round {round}"
+                );
+            }
+        }
     }
 
     /// Lists built once for limit 16 give, at every smaller limit, the lengths of
