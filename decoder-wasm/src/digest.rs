@@ -72,13 +72,20 @@ impl Digester {
 const CHUNK: u64 = blake3::CHUNK_LEN as u64;
 
 /// Where a chunk's decoded bytes go in their file: enough to hash them where
-/// they are decoded ([`Subtrees::hash`]).
+/// they are decoded (BLAKE3: [`Subtrees::hash`]; XXH3-128: in the file's
+/// hasher, when every byte before them has been hashed).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct ChunkPlace {
+    /// The file's number: how many FILE records come before its own in the
+    /// archive (the order in which [`crate::FileHasher::start`] is called).
+    pub file: u64,
     /// Offset of the chunk's first byte in its file.
     pub file_offset: u64,
     /// The file's size.
     pub file_size: u64,
+    /// The hash of the archive's file digests: [`DigestKind::Blake3`] or
+    /// [`DigestKind::Xxh3`] (SHA-256 archives' chunks get no place).
+    pub digest: DigestKind,
 }
 
 /// One whole BLAKE3 subtree inside a piece of a file: its chaining value.
@@ -342,6 +349,16 @@ mod tests {
     use super::*;
     use proptest::prelude::*;
 
+    /// A BLAKE3 archive's first file's place.
+    fn place(file_offset: u64, file_size: u64) -> ChunkPlace {
+        ChunkPlace {
+            file: 0,
+            file_offset,
+            file_size,
+            digest: DigestKind::Blake3,
+        }
+    }
+
     fn bytes(len: usize, seed: u32) -> Vec<u8> {
         (0..len as u32)
             .map(|i| (i.wrapping_mul(2_654_435_761) ^ seed) as u8)
@@ -403,16 +420,16 @@ mod tests {
             cuts.sort_unstable();
             cuts.dedup();
             let size = len as u64;
-            let right = |at| ChunkPlace { file_offset: at, file_size: size };
+            let right = |at| place(at, size);
             let (got, covered) = tree_digest(&data, &cuts, &hashed, right, false);
             prop_assert_eq!(got, want);
             let (scribbled, _) = tree_digest(&data, &cuts, &hashed, right, true);
             prop_assert_eq!(scribbled, want);
             // Subtrees hashed at a wrong place, or for a larger file, are not
             // taken (the bytes are hashed instead): the digest stays right.
-            let shifted = |at| ChunkPlace { file_offset: at + CHUNK, file_size: size + CHUNK };
+            let shifted = |at| place(at + CHUNK, size + CHUNK);
             prop_assert_eq!(tree_digest(&data, &cuts, &hashed, shifted, false).0, want);
-            let larger = |at| ChunkPlace { file_offset: at, file_size: size + 3 * CHUNK };
+            let larger = |at| place(at, size + 3 * CHUNK);
             prop_assert_eq!(tree_digest(&data, &cuts, &hashed, larger, false).0, want);
             // Everything but the edges of hashed pieces and the last chunk is
             // covered by subtrees when the pieces are large.
@@ -437,13 +454,7 @@ mod tests {
         // A piece from byte 100 of a 10-chunk file: its first whole chunk
         // starts at byte 1024, and the file's last chunk is left out.
         let piece = bytes(k(10) as usize - 100, 1);
-        let sub = Subtrees::hash(
-            &piece,
-            ChunkPlace {
-                file_offset: 100,
-                file_size: k(10),
-            },
-        );
+        let sub = Subtrees::hash(&piece, place(100, k(10)));
         let parts: Vec<(usize, usize)> = sub.parts.iter().map(|p| (p.start, p.len)).collect();
         let c = CHUNK as usize;
         assert_eq!(

@@ -307,6 +307,8 @@ impl PendingChunk for Result<DecodedChunk, FormatError> {
 /// [`StreamDecoder::start_ahead`]).
 #[derive(Clone, Copy, Debug)]
 struct ScanFile {
+    /// The file's number ([`ChunkPlace::file`]).
+    number: u64,
     /// The file's size.
     size: u64,
     /// Where the next chunk's bytes go.
@@ -314,6 +316,57 @@ struct ScanFile {
     /// False in a segment stored as a difference from a base: its chunks'
     /// bytes are not the file's until XORed with the base.
     hashable: bool,
+}
+
+/// FILE records counted, to number the files of the chunks started ahead
+/// ([`ChunkPlace::file`]). Empty in WebAssembly, which starts nothing ahead: the
+/// count made its module 36 B larger, gzipped, past the npm package's budget
+/// (`scripts/build-npm.sh`).
+#[derive(Clone, Copy, Debug, Default)]
+struct FileNumbers {
+    /// FILE records decoded (the next one's number).
+    #[cfg(not(target_arch = "wasm32"))]
+    decoded: u64,
+    /// The number of the next FILE record the scan ahead meets.
+    #[cfg(not(target_arch = "wasm32"))]
+    scanned: u64,
+}
+
+#[cfg(not(target_arch = "wasm32"))]
+impl FileNumbers {
+    fn count_decoded(&mut self) {
+        self.decoded += 1;
+    }
+
+    fn decoded(&self) -> u64 {
+        self.decoded
+    }
+
+    /// The scan ahead starts again where the decoder stands.
+    fn restart_scan(&mut self) {
+        self.scanned = self.decoded;
+    }
+
+    /// The number of the FILE record the scan ahead meets.
+    fn next_scanned(&mut self) -> u64 {
+        self.scanned += 1;
+        self.scanned - 1
+    }
+}
+
+#[cfg(target_arch = "wasm32")]
+impl FileNumbers {
+    fn count_decoded(&mut self) {}
+
+    fn decoded(&self) -> u64 {
+        0
+    }
+
+    fn restart_scan(&mut self) {}
+
+    fn next_scanned(&mut self) -> u64 {
+        0
+    }
 }
 
 /// How far [`StreamDecoder::next_event_ahead`] starts chunk records ahead of the
@@ -425,12 +478,14 @@ pub struct StreamDecoder {
     /// walked over (or stale, behind `offset`).
     walked_to: u64,
     /// Where the chunk at `scanned_to` would go in its file, if known (BLAKE3
-    /// archives only: chunks are started with their [`ChunkPlace`]).
+    /// and XXH3-128 archives only: chunks are started with their [`ChunkPlace`]).
     scan_file: Option<ScanFile>,
     /// Where base tensors come from (delta segments).
     base: Option<Box<dyn BaseProvider>>,
     /// SEGMENT records seen so far (the next one's archive-wide index).
     segments_seen: u64,
+    /// The files' numbers, for the chunks started ahead.
+    files: FileNumbers,
     /// Retained segments awaiting copies, by archive-wide index.
     retained: RetainedSegments,
     /// Bytes declared by the retained segments held or being decoded.
@@ -478,6 +533,7 @@ impl StreamDecoder {
             scan_file: None,
             base: None,
             segments_seen: 0,
+            files: FileNumbers::default(),
             retained: RetainedSegments::default(),
             retained_total: 0,
             copy: None,
@@ -640,13 +696,16 @@ impl StreamDecoder {
     /// [`Self::next_event`], with the chunk records already buffered started
     /// ahead of time: `start` gets each one's whole record (its framing checked,
     /// not yet its checksum), the program limits and, in an archive whose file
-    /// digests are BLAKE3, where its bytes go in their file (when that is known:
-    /// not in a segment stored against a base), and returns a [`PendingChunk`]
+    /// digests are BLAKE3 or XXH3-128, where its bytes go in their file (when that
+    /// is known: not in a segment stored against a base), and returns a [`PendingChunk`]
     /// that gives what [`crate::decode_chunk_record`] would, checksum check
     /// included — decoded on another thread meanwhile, say (`start` must copy
     /// the record if it keeps it, unless it holds what was given to
     /// [`Self::share_input`]) — and, given a place, may give the BLAKE3 [`Subtrees`] of
-    /// the bytes too, so that the file's hasher need not hash them again. How
+    /// the bytes too, so that the file's hasher need not hash them again. (An
+    /// XXH3-128 digest cannot be cut into parts that way: a caller may hash a
+    /// chunk's bytes into a digest it shares with its [`FileHasher`] when every
+    /// byte before them has been, keeping the order itself.) How
     /// many are pending at once is bounded by `ahead`; more are
     /// started as records are consumed, so workers never idle behind a batch
     /// barrier. When the next record is a chunk whose result is not ready, this
@@ -748,6 +807,7 @@ impl StreamDecoder {
         if from == self.offset {
             // The scan starts here: where the file stands is known.
             self.scan_file = self.file_now();
+            self.files.restart_scan();
         }
         let mut pending_bytes = self.predecoded.iter().fold(0u64, |sum, p| sum.saturating_add(p.1));
         while self.predecoded.len() < ahead.max_chunks {
@@ -764,7 +824,9 @@ impl StreamDecoder {
                 // Not checked yet (their checksums neither): a record that does
                 // not parse leaves the places unknown until the decoder reaches it.
                 RecordKind::File => {
+                    let number = self.files.next_scanned();
                     self.scan_file = FileRecord::parse(body).ok().map(|file| ScanFile {
+                        number,
                         size: file.size,
                         next: 0,
                         hashable: true,
@@ -796,16 +858,17 @@ impl StreamDecoder {
                     if !ahead.allows(self.predecoded.len(), pending_bytes, largest) {
                         break;
                     }
-                    let place = self
-                        .scan_file
-                        .filter(|f| f.hashable && self.digest_kind == DigestKind::Blake3);
+                    let digest = self.digest_kind;
+                    let place = self.scan_file.filter(|f| f.hashable && digest != DigestKind::Sha256);
                     // The record's checksum is the job's to check (see `step`).
                     let pending = start(
                         &avail[..head.total_len()],
                         &self.limits.program,
                         place.map(|f| ChunkPlace {
+                            file: f.number,
                             file_offset: f.next,
                             file_size: f.size,
+                            digest,
                         }),
                     );
                     if let Some(file) = self.scan_file.as_mut() {
@@ -827,6 +890,8 @@ impl StreamDecoder {
     fn file_now(&self) -> Option<ScanFile> {
         let file = self.file.as_ref()?;
         Some(ScanFile {
+            // The open file is the last FILE record seen.
+            number: self.files.decoded().saturating_sub(1),
             size: file.record.size,
             next: file.bytes_seen,
             hashable: match self.state {
@@ -948,6 +1013,7 @@ impl StreamDecoder {
                     path: record.path.clone(),
                     size: record.size,
                 });
+                self.files.count_decoded();
                 if self.hashes_files() {
                     self.hasher.start(self.digest_kind, record.size);
                 }

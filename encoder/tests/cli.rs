@@ -374,6 +374,25 @@ fn weights_file(rows: usize) -> Vec<u8> {
     safetensors::serialize(views, None).unwrap()
 }
 
+/// A safetensors file of three BF16 tensors, the second (`b`) the same bytes as
+/// the first (3 MiB each): `b` is stored as a copy, between `a`'s chunks and `c`'s.
+fn tied_file() -> Vec<u8> {
+    use safetensors::tensor::{Dtype, TensorView};
+    let mut normal = weights_sampler(0x2545_f491_4f6c_dd1d);
+    let mut bf16 = |n: usize| -> Vec<u8> {
+        (0..n)
+            .flat_map(|_| (((normal() as f32).to_bits() >> 16) as u16).to_le_bytes())
+            .collect()
+    };
+    let (a, c) = (bf16(1536 * 1024), bf16(1024 * 1024));
+    let views = [
+        ("a", TensorView::new(Dtype::BF16, vec![1536, 1024], &a).unwrap()),
+        ("b", TensorView::new(Dtype::BF16, vec![1536, 1024], &a).unwrap()),
+        ("c", TensorView::new(Dtype::BF16, vec![1024, 1024], &c).unwrap()),
+    ];
+    safetensors::serialize(views, None).unwrap()
+}
+
 /// `brevis verify -q --threads THREADS /dev/stdin` with `archive` written to
 /// its standard input through a pipe: read in pieces, as archives that cannot
 /// be mapped are (regular files are mapped).
@@ -398,13 +417,17 @@ fn several_threads_decode_as_one_does() {
     // Default archives have a 3 MiB chunk (the decoding threads run it, the
     // thread reading the archive does not), `--fast-decode` ones 1 MiB chunks
     // (it runs some itself); every digest kind, and damage reported alike,
-    // whether the archive is mapped (a file) or read in pieces (a pipe).
+    // whether the archive is mapped (a file) or read in pieces (a pipe). A
+    // third file has a tensor stored as a copy of the one before it, between
+    // chunks: pieces of a file that no decoding thread hashes.
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path();
     fs::create_dir_all(d.join("repo")).unwrap();
     let weights = weights_file(1536);
     fs::write(d.join("repo/weights.safetensors"), &weights).unwrap();
     fs::write(d.join("repo/model.safetensors"), bundled()).unwrap();
+    let tied = tied_file();
+    fs::write(d.join("repo/tied.safetensors"), &tied).unwrap();
     let cases: [&[&str]; 4] = [
         &[],
         &["--fast-decode"],
@@ -436,7 +459,17 @@ fn several_threads_decode_as_one_does() {
                 bundled(),
                 "{flags:?} {threads}"
             );
+            assert!(
+                fs::read(back.join("tied.safetensors")).unwrap() == tied,
+                "{flags:?} {threads}"
+            );
         }
+        let shown = brevis(&["inspect", &out], d);
+        ok(&shown);
+        assert!(
+            String::from_utf8_lossy(&shown.stdout).contains("copy of"),
+            "{flags:?}: no copy in the archive"
+        );
         // A flipped byte in the big tensor's chunk: the same error, however many threads.
         let mut damaged = fs::read(d.join(&out)).unwrap();
         let at = damaged.len() / 3;

@@ -529,7 +529,9 @@ type Started = std::cell::RefCell<Vec<(Option<ChunkPlace>, Vec<u8>)>>;
 fn hashing(places: &Started) -> impl FnMut(&[u8], &Limits, Option<ChunkPlace>) -> Box<dyn PendingChunk> + '_ {
     move |record, limits, place| {
         let decoded = decode_chunk_record(record, limits).map(|bytes| DecodedChunk {
-            subtrees: place.map(|p| Subtrees::hash(&bytes, p)),
+            subtrees: place
+                .filter(|p| p.digest == DigestKind::Blake3)
+                .map(|p| Subtrees::hash(&bytes, p)),
             bytes,
         });
         let bytes = decoded.as_ref().map_or(Vec::new(), |d| d.bytes.to_vec());
@@ -564,8 +566,9 @@ impl FileHasher for TreeHasher {
     }
 }
 
-/// In a BLAKE3 archive each chunk started ahead gets where its bytes go in
-/// its file (none in SHA-256 and XXH3-128 archives, hashed in order); the subtrees hashed there, merged by
+/// In BLAKE3 and XXH3-128 archives each chunk started ahead gets where its
+/// bytes go: its file's number, its offset there, and the digest (none in
+/// SHA-256 archives); in a BLAKE3 archive the subtrees hashed there, merged by
 /// a [`Blake3Tree`], give every file's digest (the decoder checks it), and the
 /// events are those of the one-thread decoder, however the input comes.
 #[test]
@@ -576,14 +579,19 @@ fn chunks_hashed_where_decoded_give_the_files_digests() {
         assert!(want.1.is_none(), "{:?}", want.1);
         // Where each chunk's bytes go, from the events.
         let mut truth = Vec::new();
-        let (mut at, mut size) = (0u64, 0u64);
+        let (mut file, mut at, mut size) = (None, 0u64, 0u64);
         for ev in &want.0 {
             match ev {
-                Event::FileStart { size: s, .. } => (at, size) = (0, *s),
+                Event::FileStart { size: s, .. } => {
+                    file = Some(file.map_or(0, |f: u64| f + 1));
+                    (at, size) = (0, *s);
+                }
                 Event::Data(d) => {
                     let place = ChunkPlace {
+                        file: file.expect("a file started"),
                         file_offset: at,
                         file_size: size,
+                        digest: kind,
                     };
                     truth.push((place, d.to_vec()));
                     at += d.len() as u64;
@@ -616,21 +624,26 @@ fn chunks_hashed_where_decoded_give_the_files_digests() {
             let started = places.into_inner();
             assert!(started.len() > 20, "{} chunks started ahead", started.len());
             match kind {
-                DigestKind::Sha256 | DigestKind::Xxh3 => {
-                    assert!(started.iter().all(|(place, _)| place.is_none()))
-                }
-                DigestKind::Blake3 => {
+                DigestKind::Sha256 => assert!(started.iter().all(|(place, _)| place.is_none())),
+                DigestKind::Blake3 | DigestKind::Xxh3 => {
                     // The chunks started ahead are some of the archive's, in
-                    // order (the others decode in place), each with its place.
+                    // order (the others decode in place), each with its place:
+                    // its file's number, where it goes there, and the digest.
                     let mut rest = truth.iter();
                     for (place, bytes) in &started {
-                        let place = place.expect("a place in a BLAKE3 archive");
+                        let place = place.expect("a place in a BLAKE3 or XXH3-128 archive");
                         assert!(
                             rest.any(|(p, b)| *p == place && b == bytes),
                             "{place:?} is not the place of the next chunks"
                         );
                     }
-                    assert!(covered.get() > 0, "no subtree used");
+                    // Both files have chunks started ahead.
+                    let files: std::collections::BTreeSet<u64> =
+                        started.iter().filter_map(|(p, _)| p.map(|p| p.file)).collect();
+                    assert_eq!(files.len(), 2, "{kind:?}, pieces of {piece}: files {files:?}");
+                    if kind == DigestKind::Blake3 {
+                        assert!(covered.get() > 0, "no subtree used");
+                    }
                 }
             }
         }

@@ -17,6 +17,7 @@ use brevis_encoder::atomic::AtomicFile;
 use brevis_encoder::BaseTensors;
 
 use crate::common::{human, load_base, map_file, progress, CorruptArchive};
+use crate::shared_xxh3::SharedXxh3;
 use std::io::Write;
 
 #[derive(clap::Args)]
@@ -151,22 +152,26 @@ impl FileDigest {
 /// corpus archive, `perf sched timehist -s`: 12-16 ms of its CPU before, 1.4-1.7
 /// ms now, for the same total hashing).
 ///
-/// XXH3-128 digests (`--fast-decode` archives) are computed here instead, on the
-/// thread reading the archive: at over 10 GB/s they cost that thread little, and
-/// handing each 1 MiB piece to the hashing thread woke it twice a chunk. Two
-/// threads on a synthetic 1 GiB `--fast-decode` archive, best of 21
-/// (`bench/threads.py`): 0.384 s with the hashing thread, 0.360 s without; the
-/// BF16 corpus archive 28.7 and 23.6 ms.
+/// XXH3-128 digests (`--fast-decode` archives) are not computed on that thread:
+/// at over 10 GB/s they cost little, and handing each 1 MiB piece to the
+/// hashing thread woke it twice a chunk (two threads on a synthetic 1 GiB
+/// `--fast-decode` archive, best of 21, `bench/threads.py`: 0.384 s with the
+/// hashing thread, 0.360 s without; the BF16 corpus archive 28.7 and 23.6 ms).
+/// The decoding threads hash their chunks when their turn comes, and the
+/// thread reading the archive the rest ([`SharedXxh3`]).
 struct ThreadedHasher {
-    /// The current file's hasher when it hashes here (XXH3-128).
-    here: Option<Digester>,
+    /// The file digest the decoding threads share, used for the current file
+    /// when it is XXH3-128.
+    xxh3: std::sync::Arc<SharedXxh3>,
+    /// Whether the current file's digest is XXH3-128 ([`Self::xxh3`]).
+    xxh3_file: bool,
     tx: Option<std::sync::mpsc::SyncSender<HashMsg>>,
     digests: std::sync::mpsc::Receiver<[u8; 32]>,
     thread: Option<std::thread::JoinHandle<()>>,
 }
 
 impl ThreadedHasher {
-    fn new() -> Result<Self> {
+    fn new(xxh3: std::sync::Arc<SharedXxh3>) -> Result<Self> {
         let (tx, rx) = std::sync::mpsc::sync_channel::<HashMsg>(HASH_QUEUE);
         let (dtx, digests) = std::sync::mpsc::channel();
         let thread = std::thread::Builder::new()
@@ -188,7 +193,8 @@ impl ThreadedHasher {
             })
             .context("cannot start the hashing thread")?;
         Ok(ThreadedHasher {
-            here: None,
+            xxh3,
+            xxh3_file: false,
             tx: Some(tx),
             digests,
             thread: Some(thread),
@@ -206,30 +212,35 @@ impl ThreadedHasher {
 
 impl FileHasher for ThreadedHasher {
     fn start(&mut self, kind: DigestKind, size: u64) {
-        self.here = (kind == DigestKind::Xxh3).then(|| Digester::new(kind));
-        if self.here.is_none() {
+        // Every file is numbered, whatever its digest: the decoding threads
+        // know a file by its number ([`ChunkPlace::file`]).
+        self.xxh3.start();
+        self.xxh3_file = kind == DigestKind::Xxh3;
+        if !self.xxh3_file {
             self.send(HashMsg::Start(kind, size));
         }
     }
 
     fn update(&mut self, data: &Piece) {
-        match &mut self.here {
-            Some(d) => d.update(data),
+        if self.xxh3_file {
+            self.xxh3.update(data);
+        } else {
             // Shared, not copied: the thread lets go of it once hashed.
-            None => self.send(HashMsg::Data(data.clone())),
+            self.send(HashMsg::Data(data.clone()));
         }
     }
 
     fn update_with_subtrees(&mut self, data: &Piece, subtrees: Subtrees) {
-        match &mut self.here {
-            Some(d) => d.update(data),
-            None => self.send(HashMsg::Hashed(data.clone(), subtrees)),
+        if self.xxh3_file {
+            self.xxh3.update(data);
+        } else {
+            self.send(HashMsg::Hashed(data.clone(), subtrees));
         }
     }
 
     fn finish(&mut self) -> [u8; 32] {
-        if let Some(mut d) = self.here.take() {
-            return d.finish();
+        if self.xxh3_file {
+            return self.xxh3.finish();
         }
         self.send(HashMsg::Finish);
         // All zeros only if the thread died: never a file's real digest in practice,
@@ -276,14 +287,15 @@ fn stream_archive(
     };
     // One thread: nothing is started ahead, and the decoder always waits.
     let (ahead, pool) = if threads > 1 {
-        dec.set_file_hasher(Box::new(ThreadedHasher::new()?));
+        let xxh3 = std::sync::Arc::new(SharedXxh3::new());
+        dec.set_file_hasher(Box::new(ThreadedHasher::new(xxh3.clone())?));
         let ahead = Ahead {
             max_chunks: threads * CHUNKS_PER_THREAD,
             workers: threads,
             min_bytes_per_worker: AHEAD_PER_THREAD as u64,
         };
         // This thread helps (see `DecodePool`).
-        (ahead, Some(DecodePool::new(threads)?))
+        (ahead, Some(DecodePool::new(threads, xxh3)?))
     } else {
         let ahead = Ahead {
             max_chunks: 0,
@@ -469,15 +481,20 @@ impl JobQueue {
 /// kernel's scheduling 8% of the samples (`perf record`).
 struct DecodePool {
     queue: std::sync::Arc<JobQueue>,
+    /// The file digest of XXH3-128 archives, which jobs hash their chunks into
+    /// when their turn comes.
+    xxh3: std::sync::Arc<SharedXxh3>,
     threads: std::cell::RefCell<Vec<std::thread::JoinHandle<()>>>,
     max_threads: usize,
 }
 
 impl DecodePool {
-    /// A pool of up to `n` threads (at least 1), `n - 1` of them started now.
-    fn new(n: usize) -> Result<Self> {
+    /// A pool of up to `n` threads (at least 1), `n - 1` of them started now,
+    /// whose jobs hash XXH3-128 archives' chunks into `xxh3`.
+    fn new(n: usize, xxh3: std::sync::Arc<SharedXxh3>) -> Result<Self> {
         let pool = DecodePool {
             queue: std::sync::Arc::default(),
+            xxh3,
             threads: std::cell::RefCell::default(),
             max_threads: n.max(1),
         };
@@ -525,9 +542,11 @@ impl DecodePool {
     /// `--fast-decode` archive rose past 64 MiB with a record copy per pending
     /// chunk), and one pass less over them.
     ///
-    /// Given the chunk's place in its file (BLAKE3 archives), the job also hashes
-    /// the BLAKE3 subtrees of what it decoded while the bytes are in its core's
-    /// cache ([`Subtrees`]), for [`ThreadedHasher`] to merge.
+    /// Given the chunk's place in its file, the job also hashes what it decoded
+    /// while the bytes are in its core's cache: in BLAKE3 archives their
+    /// subtrees ([`Subtrees`]), for [`ThreadedHasher`] to merge; in XXH3-128
+    /// archives the bytes themselves, into the file's digest, if their turn has
+    /// come ([`SharedXxh3::hash_in_turn`]).
     fn start(
         &self,
         record: &[u8],
@@ -559,10 +578,18 @@ impl DecodePool {
                 if !small && self.threads.borrow().len() < self.max_threads {
                     let _ = self.spawn();
                 }
+                let xxh3 = self.xxh3.clone();
                 let job: Job = Box::new(move || {
-                    let decoded = run().map(|bytes| DecodedChunk {
-                        subtrees: place.map(|place| Subtrees::hash(&bytes, place)),
-                        bytes,
+                    let decoded = run().map(|bytes| {
+                        let subtrees = match place {
+                            Some(p) if p.digest == DigestKind::Blake3 => Some(Subtrees::hash(&bytes, p)),
+                            Some(p) if p.digest == DigestKind::Xxh3 => {
+                                xxh3.hash_in_turn(p, &bytes);
+                                None
+                            }
+                            _ => None,
+                        };
+                        DecodedChunk { subtrees, bytes }
                     });
                     let _ = tx.send(decoded);
                 });

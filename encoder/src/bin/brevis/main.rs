@@ -16,6 +16,7 @@ mod common;
 #[cfg(all(target_os = "linux", target_env = "gnu"))]
 mod huge_pages;
 mod report;
+mod shared_xxh3;
 
 /// Lossless, bit-exact compression of neural-network weights as programs.
 ///
