@@ -82,19 +82,23 @@ impl LimitArgs {
 /// thread, at least ([`Ahead`]: or the largest chunk seen, if larger), and input
 /// read ahead ([`StreamDecoder::ahead_budget`]): with the default 4 MiB chunks
 /// one chunk per worker and a spare, as before, and 8 MiB of input for two;
-/// with `--fast-decode`'s 1 MiB chunks the same, and 2 MiB of input, where a
-/// fixed 4 MiB ahead and read ahead per thread had 4 chunks per worker and 8 MiB
-/// of input waiting; with many small chunks (tensors smaller than a chunk are
-/// chunks of their own) enough to keep each worker busy. A new one is started
-/// as soon as one is used, so a worker finishing one finds the next.
+/// with `--fast-decode`'s 1 MiB chunks two per worker and a spare, and 4 MiB of
+/// input; with many small chunks (tensors smaller than a chunk are chunks of
+/// their own) enough to keep each worker busy. A new one is started as soon as
+/// one is used, so a worker finishing one finds the next.
 ///
 /// Kept small because memory a process touches for the first time costs: the
 /// kernel zeroes every fresh page, and where the machine is a virtual one the
 /// host backs it too. `perf record` of `brevis verify --threads 2` on the
 /// `--fast-decode` BF16 corpus archive put 7-26% of the samples (runs vary with
 /// the host) in the kernel's `clear_page_erms` with 4 MiB ahead and read ahead
-/// per thread (peak RSS 31 MB; one thread 10 MB), 2-3% with this (15-20 MB).
-const AHEAD_PER_THREAD: usize = 1 << 20;
+/// per thread (peak RSS 31 MB; one thread 10 MB), 2-3% with 1 MiB (15-20 MB).
+/// But with 1 MiB (one `--fast-decode` chunk per worker and a spare), the
+/// thread reading the archive, busy with a chunk of its own, often left the
+/// other without one: two threads verified the `--fast-decode` BF16, FP16 and
+/// FP32 corpus archives 4-6% faster with 2 MiB (best of 15, one build given
+/// each through a throwaway environment variable), and no faster with 3 or 4.
+const AHEAD_PER_THREAD: usize = 2 << 20;
 /// Chunks pending per worker thread, at most.
 const CHUNKS_PER_THREAD: usize = 64;
 
