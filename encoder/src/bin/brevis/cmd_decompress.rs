@@ -309,7 +309,14 @@ fn stream_archive(
         (ahead, None)
     };
     match MappedArchive::map(&f, &meta) {
-        Some(map) => decode_mapped(&mut dec, map, ahead, pool.as_ref(), &pb, &mut on_event)?,
+        Some(map) => {
+            let step = if pool.is_some() {
+                RELEASE_STEP_THREADS
+            } else {
+                RELEASE_STEP
+            };
+            decode_mapped(&mut dec, map, step, ahead, pool.as_ref(), &pb, &mut on_event)?
+        }
         None => decode_stream(&mut dec, f, path, ahead, pool.as_ref(), &pb, &mut on_event)?,
     }
     pb.finish_and_clear();
@@ -327,8 +334,18 @@ fn stream_archive(
 struct MappedArchive(std::sync::Arc<memmap2::Mmap>);
 
 /// Bytes of the mapped archive consumed between two releases of their pages
-/// ([`MappedArchive::release`]).
+/// ([`MappedArchive::release`]) by one thread.
 const RELEASE_STEP: usize = 2 << 20;
+
+/// [`RELEASE_STEP`] with other threads decoding. Each release costs more than
+/// its pages then: the kernel must flush the other cores' TLBs, an interrupt
+/// per core, which a virtual machine's host handles. Releasing every 8 MiB
+/// instead of every 2 MiB, two threads verified the `--fast-decode` BF16 and
+/// FP32 corpus archives 3-4% faster (best of 21 and 11, one build given each
+/// step by a throwaway environment variable); the peak RSS of two threads rose
+/// by 4-7 MB (to 51 MB on the default FP32 archive). One thread was as fast
+/// either way, and held 6-7 MB more with 8 MiB (`bench/decode.sh`).
+const RELEASE_STEP_THREADS: usize = 8 << 20;
 
 /// How far behind the last release a release starts again. A page touched just
 /// past a release (the rest of the record it ends in) is mapped with its
@@ -394,10 +411,11 @@ fn range_in(whole: &[u8], part: &[u8]) -> Option<std::ops::Range<usize>> {
 
 /// [`decode_stream`] for a mapped archive: the decoder reads it in place, chunk
 /// records start decoding on the pool where they lie, and pages consumed are
-/// released every [`RELEASE_STEP`] bytes.
+/// released every `release_step` bytes ([`RELEASE_STEP`], [`RELEASE_STEP_THREADS`]).
 fn decode_mapped(
     dec: &mut StreamDecoder,
     map: MappedArchive,
+    release_step: usize,
     ahead: Ahead,
     pool: Option<&DecodePool>,
     pb: &indicatif::ProgressBar,
@@ -412,7 +430,7 @@ fn decode_mapped(
     while let Some(ev) = dec.next_event_ahead(ahead, &mut start, true).map_err(CorruptArchive)? {
         on_event(ev)?;
         let consumed = map.0.len() - dec.buffered();
-        if consumed - released >= RELEASE_STEP {
+        if consumed - released >= release_step {
             map.release(released.saturating_sub(RELEASE_BEHIND) / RELEASE_BEHIND * RELEASE_BEHIND..consumed);
             pb.set_position(consumed as u64);
             released = consumed;
