@@ -317,7 +317,8 @@ def write_section(text: str, start: str = START, end: str = END) -> None:
     if start in md and end in md:
         pre, rest = md.split(start, 1)
         post = rest.split(end, 1)[1].lstrip("\n")
-        md = pre + block + post
+        # A blank line between the section and what follows, as Markdown wants.
+        md = pre + block + ("\n" + post if post else "")
     else:
         md = md.rstrip("\n") + "\n\n" + block
     RESULTS_MD.write_text(md, encoding="utf-8")
