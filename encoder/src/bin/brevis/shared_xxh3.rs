@@ -44,17 +44,24 @@ struct Turns {
     broken: bool,
 }
 
-impl SharedXxh3 {
-    /// A digest with no file started.
-    pub fn new() -> Self {
-        SharedXxh3(Mutex::new(Turns {
-            file: None,
-            next_file: 0,
+impl Turns {
+    /// Nothing hashed yet, of file `file`; the next file started is `next_file`.
+    fn new(file: Option<u64>, next_file: u64) -> Self {
+        Turns {
+            file,
+            next_file,
             hashed: 0,
             hasher: Digester::new(DigestKind::Xxh3),
             ahead: VecDeque::new(),
             broken: false,
-        }))
+        }
+    }
+}
+
+impl SharedXxh3 {
+    /// A digest with no file started.
+    pub fn new() -> Self {
+        SharedXxh3(Mutex::new(Turns::new(None, 0)))
     }
 
     /// The next file starts (numbered in order: the decoder's
@@ -62,14 +69,7 @@ impl SharedXxh3 {
     pub fn start(&self) {
         let Ok(mut t) = self.0.lock() else { return };
         let number = t.next_file;
-        *t = Turns {
-            file: Some(number),
-            next_file: number + 1,
-            hashed: 0,
-            hasher: Digester::new(DigestKind::Xxh3),
-            ahead: VecDeque::new(),
-            broken: false,
-        };
+        *t = Turns::new(Some(number), number + 1);
     }
 
     /// A decoding thread's chunk, whose bytes go at `place`: hashes them now
