@@ -96,8 +96,9 @@ impl LimitArgs {
 /// But with 1 MiB (one `--fast-decode` chunk per worker and a spare), the
 /// thread reading the archive, busy with a chunk of its own, often left the
 /// other without one: two threads verified the `--fast-decode` BF16, FP16 and
-/// FP32 corpus archives 4-6% faster with 2 MiB (best of 15, one build given
-/// each through a throwaway environment variable), and no faster with 3 or 4.
+/// FP32 corpus archives 2-6% faster with 2 MiB (best of 15, one build given
+/// each through a throwaway environment variable, and `bench/threads.py` with
+/// builds before and after), and no faster with 3 or 4.
 const AHEAD_PER_THREAD: usize = 2 << 20;
 /// Chunks pending per worker thread, at most.
 const CHUNKS_PER_THREAD: usize = 64;
@@ -341,8 +342,9 @@ const RELEASE_STEP: usize = 2 << 20;
 /// its pages then: the kernel must flush the other cores' TLBs, an interrupt
 /// per core, which a virtual machine's host handles. Releasing every 8 MiB
 /// instead of every 2 MiB, two threads verified the `--fast-decode` BF16 and
-/// FP32 corpus archives 3-4% faster (best of 21 and 11, one build given each
-/// step by a throwaway environment variable); the peak RSS of two threads rose
+/// FP32 corpus archives 2-4% faster (best of 21 and 11, one build given each
+/// step by a throwaway environment variable, and `bench/threads.py` with
+/// builds before and after; FP16 within the noise); the peak RSS of two threads rose
 /// by 4-7 MB (to 51 MB on the default FP32 archive). One thread was as fast
 /// either way, and held 6-7 MB more with 8 MiB (`bench/decode.sh`).
 const RELEASE_STEP_THREADS: usize = 8 << 20;
