@@ -61,6 +61,13 @@ fi
 log "cargo test (release)"
 cargo test --workspace --release
 
+# The workspace build turns on brevis-format's `simd` feature (the CLI asks for
+# it); the format crate's own tests run again without it, on the safe code
+# alone, as WebAssembly and other CPUs get it.
+log "brevis-format without feature simd: clippy and tests"
+cargo clippy -p brevis-format --all-targets --release -- -D warnings
+cargo test -p brevis-format --release -q
+
 log "the main job: brevis with no arguments"
 cargo run --release -q --bin brevis >/dev/null
 

@@ -138,8 +138,19 @@ fn unpack_into<W: Word, const SHIFT_IN: bool>(body: &[u8], k: u8, out: &mut [W])
         0
     };
     let (head, out) = out.split_at_mut(groups * 8);
-    if !narrow && !unpack_wide_groups::<W, SHIFT_IN>(body, head, k) {
-        unpack_wide::<W, SHIFT_IN>(body, head, k);
+    // The AVX2 twin of the wide paths takes the whole groups it can; they the rest.
+    #[cfg(all(feature = "simd", target_arch = "x86_64"))]
+    let (wide_body, wide) = {
+        let done = match bytemuck::try_cast_slice_mut::<W, u32>(head) {
+            Ok(words) if !narrow && W::BITS == 32 => super::simd::unpack_u32::<SHIFT_IN>(body, k, words),
+            _ => 0,
+        };
+        (&body[done / 8 * usize::from(k)..], &mut head[done..])
+    };
+    #[cfg(not(all(feature = "simd", target_arch = "x86_64")))]
+    let (wide_body, wide) = (body, &mut *head);
+    if !narrow && !unpack_wide_groups::<W, SHIFT_IN>(wide_body, wide, k) {
+        unpack_wide::<W, SHIFT_IN>(wide_body, wide, k);
     }
     // WebAssembly: one loop for every width (16 unrolled copies cost ~3 KB
     // gzipped there).
@@ -147,6 +158,16 @@ fn unpack_into<W: Word, const SHIFT_IN: bool>(body: &[u8], k: u8, out: &mut [W])
         unpack_groups_any::<W, SHIFT_IN>(body, head, k);
     }
     let (head_body, body) = body.split_at(groups * usize::from(k));
+    // The AVX2 twin takes the whole blocks of 16 words it can; the loops below
+    // the groups it left (it stops on a group boundary).
+    #[cfg(all(feature = "simd", target_arch = "x86_64"))]
+    let (head_body, head) = {
+        let done = match bytemuck::try_cast_slice_mut::<W, u16>(head) {
+            Ok(words) if narrow && W::BITS == 16 => super::simd::unpack_u16::<SHIFT_IN>(head_body, k, words),
+            _ => 0,
+        };
+        (&head_body[done / 8 * usize::from(k)..], &mut head[done..])
+    };
     macro_rules! bulk {
         ($($k:literal)*) => {
             match k {

@@ -55,7 +55,7 @@ pub const MAX_HIGH_BITS: u8 = 16;
 pub const LANES: usize = 4;
 /// Longest code length, and the bits the decode table looks up.
 pub const TABLE_BITS: u32 = 12;
-const SLOTS: usize = 1 << TABLE_BITS;
+pub(super) const SLOTS: usize = 1 << TABLE_BITS;
 /// Words one table entry holds at most.
 const PER_ENTRY: usize = 3;
 /// Lookups between two refills of a lane: 4 x 12 bits fit the 57 a refill leaves.
@@ -316,13 +316,10 @@ fn decode_high<W: Word>(
         .as_slice()
         .try_into()
         .map_err(|_| FormatError::Corrupt { what: WHAT })?;
-    let run = out.len().div_ceil(LANES);
-    if W::BITS == 16 && cfg!(target_endian = "little") {
-        let bytes: &mut [u8] = bytemuck::cast_slice_mut(out);
-        run_lanes::<AsLe16Bytes, { 2 * ROOM + 2 }>(streams, table, &mut lanes, split_runs(bytes, 2 * run));
-    } else {
-        run_lanes::<AsWords<W>, ROOM>(streams, table, &mut lanes, split_runs(out, run));
-    }
+    #[cfg(all(feature = "simd", target_arch = "x86_64"))]
+    super::simd::hsplit_runs(streams, table, &mut lanes, out);
+    #[cfg(not(all(feature = "simd", target_arch = "x86_64")))]
+    decode_runs(streams, table, &mut lanes, out);
 
     for (l, &(start, end)) in lanes.iter().zip(&bounds) {
         l.check_end(&streams[start..end], start)?;
@@ -356,6 +353,20 @@ fn multi_table(syms: &[u32], lens: &[u8], codes: &[u32]) -> Result<Vec<u64>> {
             entry | (count as u64) << 48 | (first & 0xff) << 52 | used << 56
         })
         .collect())
+}
+
+/// Decodes the high parts of `out`'s [`LANES`] runs, each from its lane, with
+/// the layout `W` takes ([`run_lanes`]). Always inlined: `simd::hsplit_runs`
+/// compiles it a second time with BMI2.
+#[inline(always)]
+pub(super) fn decode_runs<W: Word>(streams: &[u8], table: &[u64; SLOTS], lanes: &mut [Lane; LANES], out: &mut [W]) {
+    let run = out.len().div_ceil(LANES);
+    if W::BITS == 16 && cfg!(target_endian = "little") {
+        let bytes: &mut [u8] = bytemuck::cast_slice_mut(out);
+        run_lanes::<AsLe16Bytes, { 2 * ROOM + 2 }>(streams, table, lanes, split_runs(bytes, 2 * run));
+    } else {
+        run_lanes::<AsWords<W>, ROOM>(streams, table, lanes, split_runs(out, run));
+    }
 }
 
 /// `out` cut into [`LANES`] runs of `run` units (the last ones shorter or empty).
@@ -443,6 +454,7 @@ impl Layout for AsLe16Bytes {
 /// Decodes every run from its lane: the four lanes in step while each has room for
 /// a window of `N` units ([`ROOM`] words and what [`Layout::put_entry`] stores past
 /// them), then each lane alone, then its last words one at a time.
+#[inline(always)]
 fn run_lanes<L: Layout, const N: usize>(
     payload: &[u8],
     table: &[u64; SLOTS],

@@ -29,6 +29,8 @@ pub mod huffman;
 pub mod nbr;
 pub mod rans;
 pub mod raw;
+#[cfg(all(feature = "simd", target_arch = "x86_64"))]
+mod simd;
 /// The table and bit-I/O code both entropy coders ([`huffman`], [`rans`]) must agree on:
 /// MSB-first bit I/O, Exp-Golomb codes, and the symbol-set coding that starts each table.
 pub(crate) mod tables;

@@ -1,0 +1,298 @@
+//! x86-64 AVX2 fast paths (feature `simd`), each the twin of a safe loop that stays
+//! the reference: the same inputs give the same words (tests below), and the safe
+//! loop runs wherever AVX2 is missing and for what a fast path leaves over.
+//!
+//! The only `unsafe` is the call into a `#[target_feature(enable = "avx2")]`
+//! function, made after `is_x86_feature_detected!("avx2")` said the CPU has it
+//! (the one condition such a call needs to be sound). Inside, loads and stores
+//! go through checked slices and `bytemuck` casts of fixed-size arrays, and the
+//! intrinsics used take no pointers (safe to call where AVX2 is enabled).
+//! `docs/UNSAFE.md` lists each fast path with the measurement that earned it.
+
+use core::arch::x86_64::{
+    __m128i, __m256i, _mm256_and_si256, _mm256_broadcastsi128_si256, _mm256_or_si256, _mm256_packus_epi32,
+    _mm256_permute4x64_epi64, _mm256_set1_epi32, _mm256_set_m128i, _mm256_shuffle_epi8, _mm256_sll_epi16,
+    _mm256_sll_epi32, _mm256_srlv_epi32, _mm_cvtsi32_si128,
+};
+
+use super::hsplit;
+use super::huffman::Lane;
+use crate::stream::Word;
+
+/// Whether the CPU has AVX2 (cached by `std` after the first question).
+fn has_avx2() -> bool {
+    std::is_x86_feature_detected!("avx2")
+}
+
+/// Unpacks whole blocks of 16 words of `k` (1..=15) bits from `body` (packed
+/// least significant bit first, as `bitpack` packs them) into `out`'s 16-bit
+/// words, each word becoming the value or, with `SHIFT_IN`, `old << k | value`
+/// (its bits past 16 dropped). Stops at the first block whose loads would
+/// pass the end of `body` (each of its two groups of 8 words reads 16 bytes
+/// from its first byte) or of `out`. Returns the words written: 0 without AVX2
+/// or for another `k`, and always a multiple of 16, so the caller goes on from
+/// a group boundary (`16 * k / 8` bytes a block).
+pub(crate) fn unpack_u16<const SHIFT_IN: bool>(body: &[u8], k: u8, out: &mut [u16]) -> usize {
+    if !(1..=15).contains(&k) || !has_avx2() {
+        return 0;
+    }
+    // SAFETY: the only requirement of a `target_feature` function is that the CPU
+    // has the feature, which the run-time check above established.
+    #[allow(unsafe_code)]
+    unsafe {
+        unpack_u16_avx2::<SHIFT_IN>(body, u32::from(k), out)
+    }
+}
+
+/// [`unpack_u16`] once AVX2 is known to be there. A group of 8 words (`k`
+/// bytes) is loaded as 16 bytes into both 128-bit halves; a byte shuffle gives
+/// each word's 32-bit lane the (at most 3) bytes holding its bits, a variable
+/// shift and a mask leave its value; two groups' lanes pack to 16 words.
+#[target_feature(enable = "avx2")]
+fn unpack_u16_avx2<const SHIFT_IN: bool>(body: &[u8], k: u32, out: &mut [u16]) -> usize {
+    let kb = k as usize;
+    // Per lane `i` (word `i` of a group; lanes 0-3 in the low half, 4-7 in the
+    // high one, each half indexing its own copy of the 16 bytes): the bytes from
+    // the one holding the word's first bit to the one holding its last, the rest
+    // zeroed (an index with the top bit set), and the shift of its first bit.
+    let mut order = [0x80u8; 32];
+    let mut shifts = [0u32; 8];
+    for (i, shift) in shifts.iter_mut().enumerate() {
+        let first_bit = i * kb;
+        let last_byte = (first_bit + kb - 1) / 8;
+        for (j, byte) in (first_bit / 8..=last_byte).enumerate() {
+            // `last_byte <= (8k - 1) / 8 < 15` and at most 3 bytes a word.
+            order[(i / 4) * 16 + (i % 4) * 4 + j] = byte as u8;
+        }
+        *shift = (first_bit % 8) as u32;
+    }
+    let order: __m256i = bytemuck::cast(order);
+    let shifts: __m256i = bytemuck::cast(shifts);
+    let values = _mm256_set1_epi32((1 << k) - 1);
+    let count = _mm_cvtsi32_si128(k as i32);
+    let group = |at: usize| -> Option<__m256i> {
+        let bytes: __m128i = bytemuck::cast(*body.get(at..)?.first_chunk::<16>()?);
+        let lanes = _mm256_shuffle_epi8(_mm256_broadcastsi128_si256(bytes), order);
+        Some(_mm256_and_si256(_mm256_srlv_epi32(lanes, shifts), values))
+    };
+    let mut done = 0;
+    for (b, o) in out.chunks_exact_mut(16).enumerate() {
+        let (Some(low), Some(high)) = (group(2 * b * kb), group((2 * b + 1) * kb)) else {
+            break;
+        };
+        // Values below 2^15: the signed-to-unsigned pack keeps them. It leaves the
+        // 64-bit quarters as words 0-3, 8-11, 4-7, 12-15: put back in order.
+        let words = _mm256_permute4x64_epi64::<0b11_01_10_00>(_mm256_packus_epi32(low, high));
+        let Some(o) = o.first_chunk_mut::<16>() else { break };
+        let words = if SHIFT_IN {
+            let old: __m256i = bytemuck::cast(*o);
+            _mm256_or_si256(_mm256_sll_epi16(old, count), words)
+        } else {
+            words
+        };
+        *o = bytemuck::cast(words);
+        done += 16;
+    }
+    done
+}
+
+/// [`unpack_u16`] for 32-bit words and `k` of 1 to 25 bits (FP32 mantissas:
+/// 23), in blocks of 8 words (one group, `k` bytes); each block reads 16 bytes
+/// from its first byte and 16 from byte `4k / 8` (words 4-7), and the first
+/// block whose second load would pass the end of `body` stops it. With
+/// `SHIFT_IN` a word's bits past 32 are dropped.
+pub(crate) fn unpack_u32<const SHIFT_IN: bool>(body: &[u8], k: u8, out: &mut [u32]) -> usize {
+    if !(1..=25).contains(&k) || !has_avx2() {
+        return 0;
+    }
+    // SAFETY: as in `unpack_u16`, the CPU has AVX2 (checked above).
+    #[allow(unsafe_code)]
+    unsafe {
+        unpack_u32_avx2::<SHIFT_IN>(body, u32::from(k), out)
+    }
+}
+
+/// [`unpack_u32`] once AVX2 is known to be there: words 0-3 of a group from
+/// the 16 bytes at its first byte (they end by bit `4k <= 100`), words 4-7 from
+/// the 16 bytes at byte `4k / 8` (from bit `4k % 8`, 0 or 4); a byte shuffle
+/// gives each word's lane the (at most 4: `7 + 25 <= 32` bits) bytes holding it,
+/// a variable shift and a mask leave its value.
+#[target_feature(enable = "avx2")]
+fn unpack_u32_avx2<const SHIFT_IN: bool>(body: &[u8], k: u32, out: &mut [u32]) -> usize {
+    let kb = k as usize;
+    let second = 4 * kb / 8;
+    let mut order = [0x80u8; 32];
+    let mut shifts = [0u32; 8];
+    for (i, shift) in shifts.iter_mut().enumerate() {
+        // The word's first bit in its half's 16 bytes.
+        let first_bit = if i < 4 { i * kb } else { 4 * kb % 8 + (i - 4) * kb };
+        let last_byte = (first_bit + kb - 1) / 8;
+        for (j, byte) in (first_bit / 8..=last_byte).enumerate() {
+            // `last_byte <= (4 + 4k - 1) / 8 <= 12` and at most 4 bytes a word.
+            order[(i / 4) * 16 + (i % 4) * 4 + j] = byte as u8;
+        }
+        *shift = (first_bit % 8) as u32;
+    }
+    let order: __m256i = bytemuck::cast(order);
+    let shifts: __m256i = bytemuck::cast(shifts);
+    let values = _mm256_set1_epi32(((1u64 << k) - 1) as i32);
+    let count = _mm_cvtsi32_si128(k as i32);
+    let load = |at: usize| -> Option<__m128i> { Some(bytemuck::cast(*body.get(at..)?.first_chunk::<16>()?)) };
+    let mut done = 0;
+    for (g, o) in out.chunks_exact_mut(8).enumerate() {
+        let (Some(low), Some(high)) = (load(g * kb), load(g * kb + second)) else {
+            break;
+        };
+        let lanes = _mm256_shuffle_epi8(_mm256_set_m128i(high, low), order);
+        let words = _mm256_and_si256(_mm256_srlv_epi32(lanes, shifts), values);
+        let Some(o) = o.first_chunk_mut::<8>() else { break };
+        let words = if SHIFT_IN {
+            let old: __m256i = bytemuck::cast(*o);
+            _mm256_or_si256(_mm256_sll_epi32(old, count), words)
+        } else {
+            words
+        };
+        *o = bytemuck::cast(words);
+        done += 8;
+    }
+    done
+}
+
+/// `hsplit`'s lane loop ([`hsplit::decode_runs`]), compiled with BMI2 where the
+/// CPU has it: every table lookup shifts by the bits used so far, and BMI2's
+/// `shlx`/`shrx` do that in one micro-op, where `shl`/`shr` by `cl` take two or
+/// three.
+pub(crate) fn hsplit_runs<W: Word>(
+    streams: &[u8],
+    table: &[u64; hsplit::SLOTS],
+    lanes: &mut [Lane; hsplit::LANES],
+    out: &mut [W],
+) {
+    if !std::is_x86_feature_detected!("bmi2") {
+        return hsplit::decode_runs(streams, table, lanes, out);
+    }
+    // SAFETY: the CPU has BMI2 (checked above), all a `target_feature` function needs.
+    #[allow(unsafe_code)]
+    unsafe {
+        hsplit_runs_bmi2(streams, table, lanes, out)
+    }
+}
+
+/// [`hsplit_runs`] once BMI2 is known to be there.
+#[target_feature(enable = "bmi2")]
+fn hsplit_runs_bmi2<W: Word>(
+    streams: &[u8],
+    table: &[u64; hsplit::SLOTS],
+    lanes: &mut [Lane; hsplit::LANES],
+    out: &mut [W],
+) {
+    hsplit::decode_runs(streams, table, lanes, out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::wire::tables::testing::Rng;
+    use std::vec::Vec;
+
+    /// Word `i` of `body` (`k` bits a word, least significant bit first).
+    fn value(body: &[u8], k: usize, i: usize) -> u32 {
+        (0..k).fold(0u32, |v, b| {
+            let bit = i * k + b;
+            v | u32::from(body[bit / 8] >> (bit % 8) & 1) << b
+        })
+    }
+
+    /// Every `k`, lengths around whole blocks and the last loads, both kinds of
+    /// store, against the words read one bit at a time: what was written matches,
+    /// what was not is untouched, and the count is what the loads allow.
+    #[test]
+    fn blocks_match_words_read_bit_by_bit() {
+        if !has_avx2() {
+            std::eprintln!("no AVX2 here: the fast paths are not tested");
+            return;
+        }
+        let mut rng = Rng(7);
+        for k in 1..=15usize {
+            for n in [0usize, 1, 15, 16, 17, 31, 32, 33, 48, 64, 100, 1000] {
+                let body: Vec<u8> = (0..(n * k).div_ceil(8)).map(|_| rng.next() as u8).collect();
+                let old: Vec<u16> = (0..n).map(|_| rng.next() as u16).collect();
+                for shift_in in [false, true] {
+                    let mut out = old.clone();
+                    let done = if shift_in {
+                        unpack_u16::<true>(&body, k as u8, &mut out)
+                    } else {
+                        unpack_u16::<false>(&body, k as u8, &mut out)
+                    };
+                    // A block is done when its second group's 16 bytes are there.
+                    let mut want_done = 0;
+                    while want_done + 16 <= n && (want_done / 8 + 1) * k + 16 <= body.len() {
+                        want_done += 16;
+                    }
+                    assert_eq!(done, want_done, "k {k}, n {n}");
+                    for i in 0..n {
+                        let v = value(&body, k, i) as u16;
+                        let want = match (i < done, shift_in) {
+                            (false, _) => old[i],
+                            (true, false) => v,
+                            (true, true) => old[i] << k | v,
+                        };
+                        assert_eq!(out[i], want, "k {k}, n {n}, word {i}, shift in {shift_in}");
+                    }
+                }
+            }
+        }
+    }
+
+    /// As above, for 32-bit words.
+    #[test]
+    fn wide_blocks_match_words_read_bit_by_bit() {
+        if !has_avx2() {
+            return;
+        }
+        let mut rng = Rng(11);
+        for k in 1..=25usize {
+            for n in [0usize, 1, 7, 8, 9, 15, 16, 17, 24, 40, 100, 1000] {
+                let body: Vec<u8> = (0..(n * k).div_ceil(8)).map(|_| rng.next() as u8).collect();
+                let old: Vec<u32> = (0..n).map(|_| rng.next() as u32).collect();
+                for shift_in in [false, true] {
+                    let mut out = old.clone();
+                    let done = if shift_in {
+                        unpack_u32::<true>(&body, k as u8, &mut out)
+                    } else {
+                        unpack_u32::<false>(&body, k as u8, &mut out)
+                    };
+                    let mut want_done = 0;
+                    while want_done + 8 <= n && want_done / 8 * k + 4 * k / 8 + 16 <= body.len() {
+                        want_done += 8;
+                    }
+                    assert_eq!(done, want_done, "k {k}, n {n}");
+                    for i in 0..n {
+                        let v = value(&body, k, i);
+                        let want = match (i < done, shift_in) {
+                            (false, _) => old[i],
+                            (true, false) => v,
+                            (true, true) => old[i] << k | v,
+                        };
+                        assert_eq!(out[i], want, "k {k}, n {n}, word {i}, shift in {shift_in}");
+                    }
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn other_bit_counts_are_left_to_the_safe_loop() {
+        let body = [0xffu8; 64];
+        for k in [0u8, 16, 17] {
+            let mut out = [3u16; 32];
+            assert_eq!(unpack_u16::<false>(&body, k, &mut out), 0);
+            assert_eq!(out, [3u16; 32]);
+        }
+        for k in [0u8, 26, 32] {
+            let mut out = [3u32; 32];
+            assert_eq!(unpack_u32::<true>(&body, k, &mut out), 0);
+            assert_eq!(out, [3u32; 32]);
+        }
+    }
+}
