@@ -24,6 +24,37 @@ fn has_avx2() -> bool {
     std::is_x86_feature_detected!("avx2")
 }
 
+/// The byte shuffle and the shifts that put each word of a group of 8 in a 32-bit
+/// lane of its own (lanes 0-3 in the low 128-bit half, 4-7 in the high one, each
+/// half shuffling its own 16 bytes): lane `i` gets the bytes from the one holding
+/// the word's first bit, `first_bit(i)` in its half's bytes, to the one holding
+/// its last (the rest zeroed: an index with the top bit set), and the shift of
+/// that first bit. The caller keeps every word within 4 bytes of its first one.
+fn lane_layout(k: usize, first_bit: impl Fn(usize) -> usize) -> ([u8; 32], [u32; 8]) {
+    let mut order = [0x80u8; 32];
+    let mut shifts = [0u32; 8];
+    for (i, shift) in shifts.iter_mut().enumerate() {
+        let first = first_bit(i);
+        for (j, byte) in (first / 8..=(first + k - 1) / 8).enumerate().take(4) {
+            order[(i / 4) * 16 + (i % 4) * 4 + j] = byte as u8;
+        }
+        *shift = (first % 8) as u32;
+    }
+    (order, shifts)
+}
+
+/// Stores `words` (32 bytes) over `o`, with `SHIFT_IN` or-ed with the old ones
+/// as `shift_old` shifts them.
+#[target_feature(enable = "avx2")]
+fn put<const SHIFT_IN: bool, T: bytemuck::Pod>(o: &mut T, words: __m256i, shift_old: impl Fn(__m256i) -> __m256i) {
+    let words = if SHIFT_IN {
+        _mm256_or_si256(shift_old(bytemuck::cast(*o)), words)
+    } else {
+        words
+    };
+    *o = bytemuck::cast(words);
+}
+
 /// Unpacks whole blocks of 16 words of `k` (1..=15) bits from `body` (packed
 /// least significant bit first, as `bitpack` packs them) into `out`'s 16-bit
 /// words, each word becoming the value or, with `SHIFT_IN`, `old << k | value`
@@ -51,21 +82,8 @@ pub(crate) fn unpack_u16<const SHIFT_IN: bool>(body: &[u8], k: u8, out: &mut [u1
 #[target_feature(enable = "avx2")]
 fn unpack_u16_avx2<const SHIFT_IN: bool>(body: &[u8], k: u32, out: &mut [u16]) -> usize {
     let kb = k as usize;
-    // Per lane `i` (word `i` of a group; lanes 0-3 in the low half, 4-7 in the
-    // high one, each half indexing its own copy of the 16 bytes): the bytes from
-    // the one holding the word's first bit to the one holding its last, the rest
-    // zeroed (an index with the top bit set), and the shift of its first bit.
-    let mut order = [0x80u8; 32];
-    let mut shifts = [0u32; 8];
-    for (i, shift) in shifts.iter_mut().enumerate() {
-        let first_bit = i * kb;
-        let last_byte = (first_bit + kb - 1) / 8;
-        for (j, byte) in (first_bit / 8..=last_byte).enumerate() {
-            // `last_byte <= (8k - 1) / 8 < 15` and at most 3 bytes a word.
-            order[(i / 4) * 16 + (i % 4) * 4 + j] = byte as u8;
-        }
-        *shift = (first_bit % 8) as u32;
-    }
+    // A word's bytes: `(8k - 1) / 8 < 15` at most, 3 of them.
+    let (order, shifts) = lane_layout(kb, |i| i * kb);
     let order: __m256i = bytemuck::cast(order);
     let shifts: __m256i = bytemuck::cast(shifts);
     let values = _mm256_set1_epi32((1 << k) - 1);
@@ -84,13 +102,7 @@ fn unpack_u16_avx2<const SHIFT_IN: bool>(body: &[u8], k: u32, out: &mut [u16]) -
         // 64-bit quarters as words 0-3, 8-11, 4-7, 12-15: put back in order.
         let words = _mm256_permute4x64_epi64::<0b11_01_10_00>(_mm256_packus_epi32(low, high));
         let Some(o) = o.first_chunk_mut::<16>() else { break };
-        let words = if SHIFT_IN {
-            let old: __m256i = bytemuck::cast(*o);
-            _mm256_or_si256(_mm256_sll_epi16(old, count), words)
-        } else {
-            words
-        };
-        *o = bytemuck::cast(words);
+        put::<SHIFT_IN, _>(o, words, |old| _mm256_sll_epi16(old, count));
         done += 16;
     }
     done
@@ -121,18 +133,9 @@ pub(crate) fn unpack_u32<const SHIFT_IN: bool>(body: &[u8], k: u8, out: &mut [u3
 fn unpack_u32_avx2<const SHIFT_IN: bool>(body: &[u8], k: u32, out: &mut [u32]) -> usize {
     let kb = k as usize;
     let second = 4 * kb / 8;
-    let mut order = [0x80u8; 32];
-    let mut shifts = [0u32; 8];
-    for (i, shift) in shifts.iter_mut().enumerate() {
-        // The word's first bit in its half's 16 bytes.
-        let first_bit = if i < 4 { i * kb } else { 4 * kb % 8 + (i - 4) * kb };
-        let last_byte = (first_bit + kb - 1) / 8;
-        for (j, byte) in (first_bit / 8..=last_byte).enumerate() {
-            // `last_byte <= (4 + 4k - 1) / 8 <= 12` and at most 4 bytes a word.
-            order[(i / 4) * 16 + (i % 4) * 4 + j] = byte as u8;
-        }
-        *shift = (first_bit % 8) as u32;
-    }
+    // A word's first bit in its half's 16 bytes; its bytes: `(4 + 4k - 1) / 8 <= 12`
+    // at most, 4 of them.
+    let (order, shifts) = lane_layout(kb, |i| if i < 4 { i * kb } else { 4 * kb % 8 + (i - 4) * kb });
     let order: __m256i = bytemuck::cast(order);
     let shifts: __m256i = bytemuck::cast(shifts);
     let values = _mm256_set1_epi32(((1u64 << k) - 1) as i32);
@@ -146,13 +149,7 @@ fn unpack_u32_avx2<const SHIFT_IN: bool>(body: &[u8], k: u32, out: &mut [u32]) -
         let lanes = _mm256_shuffle_epi8(_mm256_set_m128i(high, low), order);
         let words = _mm256_and_si256(_mm256_srlv_epi32(lanes, shifts), values);
         let Some(o) = o.first_chunk_mut::<8>() else { break };
-        let words = if SHIFT_IN {
-            let old: __m256i = bytemuck::cast(*o);
-            _mm256_or_si256(_mm256_sll_epi32(old, count), words)
-        } else {
-            words
-        };
-        *o = bytemuck::cast(words);
+        put::<SHIFT_IN, _>(o, words, |old| _mm256_sll_epi32(old, count));
         done += 8;
     }
     done
@@ -203,39 +200,43 @@ mod tests {
         })
     }
 
+    /// A fast path for words `W`: `unpack(shift_in, body, k, out)`, and whether
+    /// the block from word `from` has its loads within `len` bytes of `k`-bit words.
+    struct Kernel<W> {
+        max_k: usize,
+        block: usize,
+        unpack: fn(bool, &[u8], u8, &mut [W]) -> usize,
+        loads_fit: fn(from: usize, k: usize, len: usize) -> bool,
+    }
+
     /// Every `k`, lengths around whole blocks and the last loads, both kinds of
     /// store, against the words read one bit at a time: what was written matches,
     /// what was not is untouched, and the count is what the loads allow.
-    #[test]
-    fn blocks_match_words_read_bit_by_bit() {
+    fn matches_words_read_bit_by_bit<W: Word>(kernel: Kernel<W>, seed: u64) {
         if !has_avx2() {
             std::eprintln!("no AVX2 here: the fast paths are not tested");
             return;
         }
-        let mut rng = Rng(7);
-        for k in 1..=15usize {
-            for n in [0usize, 1, 15, 16, 17, 31, 32, 33, 48, 64, 100, 1000] {
+        let mut rng = Rng(seed);
+        let b = kernel.block;
+        for k in 1..=kernel.max_k {
+            for n in [0, 1, b - 1, b, b + 1, 2 * b - 1, 2 * b, 2 * b + 1, 3 * b, 100, 1000] {
                 let body: Vec<u8> = (0..(n * k).div_ceil(8)).map(|_| rng.next() as u8).collect();
-                let old: Vec<u16> = (0..n).map(|_| rng.next() as u16).collect();
+                let old: Vec<W> = (0..n).map(|_| W::from_u64(rng.next())).collect();
                 for shift_in in [false, true] {
                     let mut out = old.clone();
-                    let done = if shift_in {
-                        unpack_u16::<true>(&body, k as u8, &mut out)
-                    } else {
-                        unpack_u16::<false>(&body, k as u8, &mut out)
-                    };
-                    // A block is done when its second group's 16 bytes are there.
+                    let done = (kernel.unpack)(shift_in, &body, k as u8, &mut out);
                     let mut want_done = 0;
-                    while want_done + 16 <= n && (want_done / 8 + 1) * k + 16 <= body.len() {
-                        want_done += 16;
+                    while want_done + b <= n && (kernel.loads_fit)(want_done, k, body.len()) {
+                        want_done += b;
                     }
                     assert_eq!(done, want_done, "k {k}, n {n}");
                     for i in 0..n {
-                        let v = value(&body, k, i) as u16;
+                        let v = u64::from(value(&body, k, i));
                         let want = match (i < done, shift_in) {
                             (false, _) => old[i],
-                            (true, false) => v,
-                            (true, true) => old[i] << k | v,
+                            (true, false) => W::from_u64(v),
+                            (true, true) => W::from_u64(old[i].to_u64() << k | v),
                         };
                         assert_eq!(out[i], want, "k {k}, n {n}, word {i}, shift in {shift_in}");
                     }
@@ -244,41 +245,38 @@ mod tests {
         }
     }
 
-    /// As above, for 32-bit words.
+    #[test]
+    fn blocks_match_words_read_bit_by_bit() {
+        // A block of 16 is done when its second group's 16 bytes are there.
+        matches_words_read_bit_by_bit(
+            Kernel::<u16> {
+                max_k: 15,
+                block: 16,
+                unpack: |shift_in, body, k, out| match shift_in {
+                    true => unpack_u16::<true>(body, k, out),
+                    false => unpack_u16::<false>(body, k, out),
+                },
+                loads_fit: |from, k, len| (from / 8 + 1) * k + 16 <= len,
+            },
+            7,
+        );
+    }
+
     #[test]
     fn wide_blocks_match_words_read_bit_by_bit() {
-        if !has_avx2() {
-            return;
-        }
-        let mut rng = Rng(11);
-        for k in 1..=25usize {
-            for n in [0usize, 1, 7, 8, 9, 15, 16, 17, 24, 40, 100, 1000] {
-                let body: Vec<u8> = (0..(n * k).div_ceil(8)).map(|_| rng.next() as u8).collect();
-                let old: Vec<u32> = (0..n).map(|_| rng.next() as u32).collect();
-                for shift_in in [false, true] {
-                    let mut out = old.clone();
-                    let done = if shift_in {
-                        unpack_u32::<true>(&body, k as u8, &mut out)
-                    } else {
-                        unpack_u32::<false>(&body, k as u8, &mut out)
-                    };
-                    let mut want_done = 0;
-                    while want_done + 8 <= n && want_done / 8 * k + 4 * k / 8 + 16 <= body.len() {
-                        want_done += 8;
-                    }
-                    assert_eq!(done, want_done, "k {k}, n {n}");
-                    for i in 0..n {
-                        let v = value(&body, k, i);
-                        let want = match (i < done, shift_in) {
-                            (false, _) => old[i],
-                            (true, false) => v,
-                            (true, true) => old[i] << k | v,
-                        };
-                        assert_eq!(out[i], want, "k {k}, n {n}, word {i}, shift in {shift_in}");
-                    }
-                }
-            }
-        }
+        // A group of 8 is done when the 16 bytes from its byte `4k / 8` are there.
+        matches_words_read_bit_by_bit(
+            Kernel::<u32> {
+                max_k: 25,
+                block: 8,
+                unpack: |shift_in, body, k, out| match shift_in {
+                    true => unpack_u32::<true>(body, k, out),
+                    false => unpack_u32::<false>(body, k, out),
+                },
+                loads_fit: |from, k, len| from / 8 * k + 4 * k / 8 + 16 <= len,
+            },
+            11,
+        );
     }
 
     #[test]
