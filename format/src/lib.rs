@@ -12,9 +12,10 @@
 //!
 //! The crate is `#![no_std]` + `alloc` and forbids `unsafe`, so the WebAssembly
 //! decoder can use it unchanged. The opt-in feature `simd` (x86-64, with `std`)
-//! adds AVX2 twins of hot loops, chosen at run time; their one `unsafe` call each
-//! is fenced in `wire::simd` (see `docs/UNSAFE.md`). Every length, count and offset read from bytes is
-//! untrusted and checked before it allocates or indexes; see `docs/FORMAT.md`.
+//! adds AVX2 and BMI2 twins of hot decode loops, chosen at run time; their one
+//! `unsafe` call each is fenced in `wire::simd` (see `docs/UNSAFE.md`). Every
+//! length, count and offset read from bytes is untrusted and checked before it
+//! allocates or indexes; see `docs/FORMAT.md`.
 #![no_std]
 #![cfg_attr(not(feature = "simd"), forbid(unsafe_code))]
 #![cfg_attr(feature = "simd", deny(unsafe_code))]

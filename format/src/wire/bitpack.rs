@@ -138,7 +138,8 @@ fn unpack_into<W: Word, const SHIFT_IN: bool>(body: &[u8], k: u8, out: &mut [W])
         0
     };
     let (head, out) = out.split_at_mut(groups * 8);
-    // The AVX2 twin of the wide paths takes the whole groups it can; they the rest.
+    // The AVX2 twin of the wide loops takes the whole groups it can; they take
+    // the rest.
     #[cfg(all(feature = "simd", target_arch = "x86_64"))]
     let (wide_body, wide) = {
         let done = match bytemuck::try_cast_slice_mut::<W, u32>(head) {
