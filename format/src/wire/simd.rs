@@ -1,13 +1,16 @@
-//! x86-64 AVX2 fast paths (feature `simd`), each the twin of a safe loop that stays
-//! the reference: the same inputs give the same words (tests below), and the safe
-//! loop runs wherever AVX2 is missing and for what a fast path leaves over.
+//! x86-64 fast paths (feature `simd`): AVX2 unpacking and a BMI2 build of
+//! `hsplit`'s lane loop, each the twin of a safe loop that stays the reference:
+//! the same inputs give the same words (tests below, and every other test of the
+//! crate), and the safe loop runs wherever the CPU lacks the feature and for
+//! what a fast path leaves over.
 //!
-//! The only `unsafe` is the call into a `#[target_feature(enable = "avx2")]`
-//! function, made after `is_x86_feature_detected!("avx2")` said the CPU has it
+//! The only `unsafe` is each call into a `#[target_feature(enable = ...)]`
+//! function, made after `is_x86_feature_detected!` said the CPU has the feature
 //! (the one condition such a call needs to be sound). Inside, loads and stores
 //! go through checked slices and `bytemuck` casts of fixed-size arrays, and the
-//! intrinsics used take no pointers (safe to call where AVX2 is enabled).
-//! `docs/UNSAFE.md` lists each fast path with the measurement that earned it.
+//! intrinsics used take no pointers (safe to call where their feature is
+//! enabled). `docs/UNSAFE.md` lists each fast path with the measurement that
+//! earned it.
 
 use core::arch::x86_64::{
     __m128i, __m256i, _mm256_and_si256, _mm256_broadcastsi128_si256, _mm256_or_si256, _mm256_packus_epi32,
