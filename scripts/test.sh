@@ -61,10 +61,10 @@ fi
 log "cargo test (release)"
 cargo test --workspace --release
 
-# The workspace build turns on brevis-format's `simd` feature (the CLI asks for
-# it); the format crate's own tests run again without it, on the safe code
-# alone, as WebAssembly and other CPUs get it.
-log "brevis-format without feature simd: clippy and tests"
+# The workspace build turns on brevis-format's `simd` and `recycle` features
+# (the CLI asks for them); the format crate's own tests run again without them,
+# on the safe code alone and zeroed buffers, as WebAssembly and other CPUs get it.
+log "brevis-format without features simd and recycle: clippy and tests"
 cargo clippy -p brevis-format --all-targets --release -- -D warnings
 cargo test -p brevis-format --release -q
 

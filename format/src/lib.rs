@@ -13,7 +13,9 @@
 //! The crate is `#![no_std]` + `alloc` and forbids `unsafe`, so the WebAssembly
 //! decoder can use it unchanged. The opt-in feature `simd` (x86-64, with `std`)
 //! adds AVX2 and BMI2 twins of hot decode loops, chosen at run time; their one
-//! `unsafe` call each is fenced in `wire::simd` (see `docs/UNSAFE.md`). Every
+//! `unsafe` call each is fenced in `wire::simd` (see `docs/UNSAFE.md`). The opt-in
+//! feature `recycle` (with `std`) decodes literals into buffers of chunks already
+//! dropped instead of zeroed ones (`spare`). Every
 //! length, count and offset read from bytes is untrusted and checked before it
 //! allocates or indexes; see `docs/FORMAT.md`.
 #![no_std]
@@ -57,6 +59,8 @@ pub mod dtype;
 pub mod error;
 pub mod ops;
 pub mod program;
+#[cfg(feature = "recycle")]
+pub mod spare;
 pub mod stream;
 pub mod wire;
 

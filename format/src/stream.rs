@@ -119,11 +119,20 @@ impl Eq for LeBytes {}
 
 impl LeBytes {
     /// The bytes as a vector: the buffer itself if it holds bytes, else a copy.
-    pub fn into_vec(self) -> Vec<u8> {
-        match self.0 {
-            Words::U8(v) => v,
-            other => LeBytes(other).to_vec(),
+    pub fn into_vec(mut self) -> Vec<u8> {
+        match &mut self.0 {
+            Words::U8(v) => core::mem::take(v),
+            _ => self.to_vec(),
         }
+    }
+}
+
+/// With the feature `recycle`, the buffer is kept for a later literal to decode
+/// into ([`crate::spare`]).
+#[cfg(feature = "recycle")]
+impl Drop for LeBytes {
+    fn drop(&mut self) {
+        crate::spare::give(core::mem::replace(&mut self.0, Words::U8(Vec::new())));
     }
 }
 
@@ -174,6 +183,20 @@ impl Stream {
             _ => Words::U64(alloc::vec![0; len]),
         };
         Ok(Stream { width, words })
+    }
+
+    /// A stream of `len` words of `width` bits for a decoder that writes every one
+    /// (or fails): with the feature `recycle`, a buffer kept from a dropped chunk
+    /// ([`crate::spare`]) when one holds `len` words, its words whatever they were
+    /// (so possibly wider than `width` until overwritten); otherwise
+    /// [`Self::zeros`].
+    pub fn for_overwrite(width: u8, len: usize) -> Result<Self> {
+        check_width(width)?;
+        #[cfg(feature = "recycle")]
+        if let Some(words) = crate::spare::take(container_bytes(width), len) {
+            return Ok(Stream { width, words });
+        }
+        Stream::zeros(width, len)
     }
 
     /// Wraps words, checking the container matches `width` and every word fits.

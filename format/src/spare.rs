@@ -1,0 +1,176 @@
+//! Word buffers kept for reuse (feature `recycle`): a chunk's decoded words, once
+//! dropped, become the buffer the next literal of the same container size decodes
+//! into, without zeroing it first.
+//!
+//! Why: a `--fast-decode` chunk's literal is decoded into a fresh 1 MiB buffer, and
+//! `calloc` zeroes it (`memset` was 4.6% of a one-thread `brevis verify` of the
+//! BF16 corpus archive, `perf record`) only for the decoder to write every word
+//! again. A kept buffer was also written last by this process, so it is resident,
+//! often still in cache. Only decoders that write every word of their output, or
+//! fail, take a kept buffer ([`crate::stream::Stream::for_overwrite`]); even so a
+//! word left unwritten could not pass as decoded: the chunk's checksum of its
+//! decoded bytes would not match.
+//!
+//! One pool for the process (decoding threads give and take alike), holding at most
+//! [`MAX_KEPT_BYTES`]. Opt-in because a library should not keep memory behind its
+//! caller's back unasked; the `brevis` CLI enables it.
+
+use alloc::vec::Vec;
+use std::sync::Mutex;
+
+use crate::stream::Words;
+
+/// The most bytes (of capacity) the pool keeps at once: two default (4 MiB) chunks,
+/// or eight `--fast-decode` (1 MiB) ones.
+pub const MAX_KEPT_BYTES: usize = 8 << 20;
+
+/// Buffers of fewer bytes are not kept: zeroing them costs little, and malloc
+/// reuses small blocks well.
+pub const MIN_KEPT_BYTES: usize = 64 << 10;
+
+/// Buffers kept, the most recently given last (taken first: the likeliest to be
+/// in cache), and the bytes of capacity they hold.
+#[derive(Debug, Default)]
+pub(crate) struct Pool {
+    kept: Vec<Words>,
+    bytes: usize,
+}
+
+/// Bytes of capacity of a buffer.
+fn capacity_bytes(words: &Words) -> usize {
+    crate::with_words!(words, v => v.capacity()) * word_bytes(words)
+}
+
+/// How many bytes each of `words`' words takes.
+fn word_bytes(words: &Words) -> usize {
+    match words {
+        Words::U8(_) => 1,
+        Words::U16(_) => 2,
+        Words::U32(_) => 4,
+        Words::U64(_) => 8,
+    }
+}
+
+impl Pool {
+    /// An empty pool.
+    pub(crate) const fn new() -> Self {
+        Pool {
+            kept: Vec::new(),
+            bytes: 0,
+        }
+    }
+
+    /// Keeps `words`' buffer if it is large enough to be worth it and the pool has
+    /// room for it; drops it otherwise.
+    pub(crate) fn give(&mut self, words: Words) {
+        let bytes = capacity_bytes(&words);
+        if bytes < MIN_KEPT_BYTES || self.bytes + bytes > MAX_KEPT_BYTES {
+            return;
+        }
+        self.bytes += bytes;
+        self.kept.push(words);
+    }
+
+    /// A kept buffer of `len` words of `word_bytes` bytes each, holding whatever it
+    /// held (zeros where it grew), if one is kept that holds them without growing.
+    pub(crate) fn take(&mut self, word_bytes_wanted: usize, len: usize) -> Option<Words> {
+        let fits = |w: &Words| word_bytes(w) == word_bytes_wanted && crate::with_words!(w, v => v.capacity() >= len);
+        let at = self.kept.iter().rposition(fits)?;
+        let mut words = self.kept.swap_remove(at);
+        self.bytes -= capacity_bytes(&words);
+        // Within the capacity: no reallocation; only a grown tail is zeroed.
+        crate::with_words_mut!(&mut words, v => {
+            v.truncate(len);
+            v.resize(len, Default::default());
+        });
+        Some(words)
+    }
+}
+
+/// The process's pool.
+static POOL: Mutex<Pool> = Mutex::new(Pool::new());
+
+/// Keeps `words`' buffer for a later [`take`] (see [`Pool::give`]).
+pub(crate) fn give(words: Words) {
+    if capacity_bytes(&words) < MIN_KEPT_BYTES {
+        return;
+    }
+    // A poisoned lock (a thread panicked holding it) only stops the reuse.
+    if let Ok(mut pool) = POOL.lock() {
+        pool.give(words);
+    }
+}
+
+/// A kept buffer of `len` words of `word_bytes` bytes, its contents unspecified
+/// (see [`Pool::take`]).
+pub(crate) fn take(word_bytes: usize, len: usize) -> Option<Words> {
+    if len.saturating_mul(word_bytes) < MIN_KEPT_BYTES {
+        return None;
+    }
+    POOL.lock().ok()?.take(word_bytes, len)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use alloc::vec;
+
+    const BIG: usize = MIN_KEPT_BYTES / 2; // u16 words: exactly the smallest kept
+
+    #[test]
+    fn a_given_buffer_comes_back_with_its_words_and_no_reallocation() {
+        let mut pool = Pool::new();
+        let v: Vec<u16> = (0..BIG as u16).collect();
+        let ptr = v.as_ptr();
+        pool.give(Words::U16(v));
+        assert_eq!(pool.bytes, MIN_KEPT_BYTES);
+        // Another container size finds nothing.
+        assert!(pool.take(1, 10).is_none());
+        assert!(pool.take(4, 10).is_none());
+        // More words than it holds: nothing either.
+        assert!(pool.take(2, BIG + 1).is_none());
+        let Some(Words::U16(back)) = pool.take(2, BIG - 3) else {
+            panic!("the u16 buffer is kept")
+        };
+        assert_eq!(back.as_ptr(), ptr, "the same buffer");
+        assert_eq!(back.len(), BIG - 3);
+        assert_eq!(back[..5], [0, 1, 2, 3, 4], "its words, not zeroed");
+        assert_eq!(pool.bytes, 0);
+        assert!(pool.take(2, 10).is_none(), "taken once");
+    }
+
+    #[test]
+    fn a_buffer_grown_within_its_capacity_is_zeroed_past_its_old_words() {
+        let mut pool = Pool::new();
+        let mut v = vec![7u32; 100];
+        v.reserve_exact(MIN_KEPT_BYTES / 4);
+        pool.give(Words::U32(v));
+        let Some(Words::U32(back)) = pool.take(4, 200) else {
+            panic!("kept: its capacity is large enough")
+        };
+        assert_eq!(back[..100], [7; 100]);
+        assert_eq!(back[100..], [0; 100]);
+    }
+
+    #[test]
+    fn small_buffers_are_not_kept_and_the_pool_stays_under_its_bound() {
+        let mut pool = Pool::new();
+        pool.give(Words::U8(vec![1; MIN_KEPT_BYTES - 1]));
+        assert!(pool.kept.is_empty());
+        let each = MAX_KEPT_BYTES / 3;
+        for _ in 0..5 {
+            pool.give(Words::U8(vec![1; each]));
+        }
+        assert_eq!(pool.kept.len(), 3);
+        assert!(pool.bytes <= MAX_KEPT_BYTES);
+        // The most recently given is taken first.
+        let last = pool
+            .kept
+            .last()
+            .map(|w| crate::with_words!(w, v => v.as_ptr() as usize));
+        let taken = pool
+            .take(1, 10)
+            .map(|w| crate::with_words!(&w, v => v.as_ptr() as usize));
+        assert_eq!(taken, last);
+    }
+}
