@@ -12,7 +12,9 @@
 //! decoded bytes would not match.
 //!
 //! One pool for the process (decoding threads give and take alike), holding at most
-//! [`MAX_KEPT_BYTES`]. Opt-in because a library should not keep memory behind its
+//! [`MAX_KEPT_BYTES`], and only buffers of a word size some literal has asked for:
+//! a default archive's chunks (context-coded literals, which take none) leave
+//! nothing kept. Opt-in because a library should not keep memory behind its
 //! caller's back unasked; the `brevis` CLI enables it.
 
 use alloc::vec::Vec;
@@ -20,20 +22,24 @@ use std::sync::Mutex;
 
 use crate::stream::Words;
 
-/// The most bytes (of capacity) the pool keeps at once: two default (4 MiB) chunks,
-/// or eight `--fast-decode` (1 MiB) ones.
-pub const MAX_KEPT_BYTES: usize = 8 << 20;
+/// The most bytes (of capacity) the pool keeps at once: one default (4 MiB) chunk,
+/// or four `--fast-decode` (1 MiB) ones, enough for two threads' chunks in
+/// flight. (At 8 MiB, the FP32 `--fast-decode` corpus archive kept 3-4 buffers
+/// where one thread needs one: its `Merge` roots are given back too.)
+pub const MAX_KEPT_BYTES: usize = 4 << 20;
 
 /// Buffers of fewer bytes are not kept: zeroing them costs little, and malloc
 /// reuses small blocks well.
 pub const MIN_KEPT_BYTES: usize = 64 << 10;
 
 /// Buffers kept, the most recently given last (taken first: the likeliest to be
-/// in cache), and the bytes of capacity they hold.
+/// in cache), the bytes of capacity they hold, and the word sizes asked for.
 #[derive(Debug, Default)]
 pub(crate) struct Pool {
     kept: Vec<Words>,
     bytes: usize,
+    /// Bit `b` set: a buffer of `b`-byte words was asked for ([`Pool::take`]).
+    wanted: u16,
 }
 
 /// Bytes of capacity of a buffer.
@@ -57,14 +63,17 @@ impl Pool {
         Pool {
             kept: Vec::new(),
             bytes: 0,
+            wanted: 0,
         }
     }
 
-    /// Keeps `words`' buffer if it is large enough to be worth it and the pool has
-    /// room for it; drops it otherwise.
+    /// Keeps `words`' buffer if it is large enough to be worth it, buffers of its
+    /// word size have been asked for, and the pool has room for it; drops it
+    /// otherwise.
     pub(crate) fn give(&mut self, words: Words) {
         let bytes = capacity_bytes(&words);
-        if bytes < MIN_KEPT_BYTES || self.bytes + bytes > MAX_KEPT_BYTES {
+        let wanted = self.wanted & 1 << word_bytes(&words) != 0;
+        if !wanted || bytes < MIN_KEPT_BYTES || self.bytes + bytes > MAX_KEPT_BYTES {
             return;
         }
         self.bytes += bytes;
@@ -74,6 +83,7 @@ impl Pool {
     /// A kept buffer of `len` words of `word_bytes` bytes each, holding whatever it
     /// held (zeros where it grew), if one is kept that holds them without growing.
     pub(crate) fn take(&mut self, word_bytes_wanted: usize, len: usize) -> Option<Words> {
+        self.wanted |= 1 << word_bytes_wanted;
         let fits = |w: &Words| word_bytes(w) == word_bytes_wanted && crate::with_words!(w, v => v.capacity() >= len);
         let at = self.kept.iter().rposition(fits)?;
         let mut words = self.kept.swap_remove(at);
@@ -120,6 +130,7 @@ mod tests {
     #[test]
     fn a_given_buffer_comes_back_with_its_words_and_no_reallocation() {
         let mut pool = Pool::new();
+        assert!(pool.take(2, BIG).is_none(), "nothing kept yet");
         let v: Vec<u16> = (0..BIG as u16).collect();
         let ptr = v.as_ptr();
         pool.give(Words::U16(v));
@@ -142,6 +153,7 @@ mod tests {
     #[test]
     fn a_buffer_grown_within_its_capacity_is_zeroed_past_its_old_words() {
         let mut pool = Pool::new();
+        pool.wanted = u16::MAX;
         let mut v = vec![7u32; 100];
         v.reserve_exact(MIN_KEPT_BYTES / 4);
         pool.give(Words::U32(v));
@@ -155,6 +167,7 @@ mod tests {
     #[test]
     fn small_buffers_are_not_kept_and_the_pool_stays_under_its_bound() {
         let mut pool = Pool::new();
+        pool.wanted = u16::MAX;
         pool.give(Words::U8(vec![1; MIN_KEPT_BYTES - 1]));
         assert!(pool.kept.is_empty());
         let each = MAX_KEPT_BYTES / 3;
@@ -172,5 +185,18 @@ mod tests {
             .take(1, 10)
             .map(|w| crate::with_words!(&w, v => v.as_ptr() as usize));
         assert_eq!(taken, last);
+    }
+
+    #[test]
+    fn only_word_sizes_asked_for_are_kept() {
+        let mut pool = Pool::new();
+        pool.give(Words::U16(vec![1; BIG]));
+        assert!(pool.kept.is_empty(), "no literal asked for 16-bit words yet");
+        assert!(pool.take(2, BIG).is_none());
+        pool.give(Words::U32(vec![1; BIG]));
+        assert!(pool.kept.is_empty(), "32-bit words were not asked for");
+        pool.give(Words::U16(vec![1; BIG]));
+        assert_eq!(pool.kept.len(), 1);
+        assert!(pool.take(2, BIG).is_some());
     }
 }
