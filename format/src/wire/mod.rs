@@ -373,7 +373,7 @@ mod tests {
         for width in [8u8, 16, 32] {
             for n in [70_000usize, 40_000, 90_000, 90_000] {
                 let values: Vec<u64> = (0..n)
-                    .map(|_| rng.next() % 5 << (width - 3) | rng.next() & 0x1f)
+                    .map(|_| (rng.next() % 5) << (width - 3) | (rng.next() & 0x1f))
                     .collect();
                 let want = Stream::from_u64s(width, &values).unwrap();
                 let payload = encode(LitEncoding::HSplit, &want).unwrap();
