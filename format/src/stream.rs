@@ -187,7 +187,7 @@ impl Stream {
 
     /// A stream of `len` words of `width` bits for a decoder that writes every one
     /// (or fails): with the feature `recycle`, a buffer kept from a dropped chunk
-    /// ([`crate::spare`]) when one holds `len` words, its words whatever they were
+    /// (module `spare`) when one holds `len` words, its words whatever they were
     /// (so possibly wider than `width` until overwritten); otherwise
     /// [`Self::zeros`].
     pub fn for_overwrite(width: u8, len: usize) -> Result<Self> {
