@@ -6,8 +6,11 @@
 //   node bench/wasm/profile-stream.mjs ARCHIVE.brv [ROUNDS]   (default 10 rounds)
 //
 // Run it from bench/wasm after run.sh (or `npm install` of the packed tarball)
-// has installed brevis-decoder there. The package's module has no name section,
-// so its functions show as `wasm-function[N]`; the JavaScript glue keeps its names.
+// has installed brevis-decoder there. The package's module has no name section
+// (wasm-opt drops it), so its functions show as `wasm-function[N]`; for their
+// names, build with `BREVIS_NPM_OPT=0 scripts/build-npm.sh` (no wasm-opt: about
+// as fast, over the size budget) and copy npm/brevis-decoder into a
+// node_modules folder beside a copy of this script.
 import { readFileSync } from 'node:fs';
 import { Session } from 'node:inspector/promises';
 
