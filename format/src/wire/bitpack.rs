@@ -83,24 +83,34 @@ pub fn decode<W: Word>(payload: &[u8], width: u8, out: &mut [W]) -> Result<()> {
 /// Unpacks `out.len()` words of `k` (0..=64) bits from `body`, which must be
 /// exactly `ceil(out.len() * k / 8)` bytes with zero padding bits: a `packed`
 /// payload after its `k` byte.
+#[cfg(not(target_arch = "wasm32"))]
 pub(crate) fn unpack<W: Word>(body: &[u8], k: u8, out: &mut [W]) -> Result<()> {
     unpack_into::<W, false>(body, k, out)
 }
 
+/// See the native `unpack`. WebAssembly shifts the words into zeros
+/// ([`unpack_shift_in`]), so that the module holds one instance of the
+/// unpacking loops, and `hsplit` puts its low bits below its high parts in the
+/// same pass as natively.
+#[cfg(target_arch = "wasm32")]
+pub(crate) fn unpack<W: Word>(body: &[u8], k: u8, out: &mut [W]) -> Result<()> {
+    out.fill(W::default());
+    unpack_into::<W, true>(body, k, out)
+}
+
 /// [`unpack`], each word of `out` becoming `word << k | unpacked` instead: the
-/// low bits of `hsplit` put below its high parts in the same pass (natively; one
-/// instance of the unpacking loops fewer in WebAssembly without it).
-#[cfg(not(target_arch = "wasm32"))]
+/// low bits of `hsplit` put below its high parts in the same pass.
 pub(crate) fn unpack_shift_in<W: Word>(body: &[u8], k: u8, out: &mut [W]) -> Result<()> {
     unpack_into::<W, true>(body, k, out)
 }
 
 /// The word that `unpacked` (`k` bits) makes of `old`: `unpacked`, or with
-/// `SHIFT_IN`, `old << k | unpacked`.
+/// `SHIFT_IN`, `old << k | unpacked` (`unpacked` alone for `k = 64`, which
+/// WebAssembly's `unpack` shifts into zeros).
 #[inline(always)]
 fn put<W: Word, const SHIFT_IN: bool>(old: W, k: usize, unpacked: u64) -> W {
     if SHIFT_IN {
-        W::from_u64(old.to_u64() << k | unpacked)
+        W::from_u64(old.to_u64().checked_shl(k as u32).unwrap_or(0) | unpacked)
     } else {
         W::from_u64(unpacked)
     }

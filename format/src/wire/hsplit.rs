@@ -62,10 +62,6 @@ const PER_ENTRY: usize = 3;
 const LOOKUPS: usize = 4;
 /// Words a lane may write between two checks of the room left in its run.
 const ROOM: usize = LOOKUPS * PER_ENTRY;
-/// Words whose low bits WebAssembly unpacks at a time (a multiple of 8, so each
-/// block's low bits start on a byte).
-#[cfg(target_arch = "wasm32")]
-const LOW_BLOCK: usize = 2048;
 /// How much bigger (parts per 10 000 of the estimated bits) a split with more low
 /// bits may be and still be chosen: fewer Huffman-coded bits decode faster.
 const SPLIT_SLACK: f64 = 100.0;
@@ -245,29 +241,10 @@ pub fn decode<W: Word>(payload: &[u8], width: u8, out: &mut [W]) -> Result<()> {
 }
 
 /// Shifts every word of `out` left by `k` and puts its low bits from `low` (which
-/// holds exactly `ceil(out.len() * k / 8)` bytes) below: natively in the unpacking
-/// pass itself.
-#[cfg(not(target_arch = "wasm32"))]
+/// holds exactly `ceil(out.len() * k / 8)` bytes) below, in the unpacking pass
+/// itself.
 fn append_low_bits<W: Word>(low: &[u8], k: u8, out: &mut [W]) -> Result<()> {
     bitpack::unpack_shift_in(low, k, out)
-}
-
-/// See the native `append_low_bits`; in WebAssembly by blocks unpacked into a
-/// buffer (no second instance of the unpacking loops: a smaller module).
-#[cfg(target_arch = "wasm32")]
-fn append_low_bits<W: Word>(low: &[u8], k: u8, out: &mut [W]) -> Result<()> {
-    let mut buf = [W::default(); LOW_BLOCK];
-    for (o, body) in out
-        .chunks_mut(LOW_BLOCK)
-        .zip(low.chunks(LOW_BLOCK / 8 * usize::from(k)))
-    {
-        let buf = &mut buf[..o.len()];
-        bitpack::unpack(body, k, buf)?;
-        for (d, &l) in o.iter_mut().zip(buf.iter()) {
-            *d = W::from_u64(d.to_u64() << k | l.to_u64());
-        }
-    }
-    Ok(())
 }
 
 /// Decodes the high parts into `out` from the four streams. WebAssembly decodes
