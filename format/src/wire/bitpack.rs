@@ -702,8 +702,8 @@ mod tests {
 
     /// Shifting in (`hsplit`'s low bits below its high parts) in every path: narrow
     /// groups, the wide groups of 32-bit words, the generic wide loads and the
-    /// word-by-word tail: each word becomes `old << k | unpacked`.
-    #[cfg(not(target_arch = "wasm32"))]
+    /// word-by-word tail: each word becomes `old << k | unpacked`. Into zeros, for
+    /// every `k` up to 64, it is `unpack` (what WebAssembly's `unpack` does).
     #[test]
     fn shifting_in_puts_the_low_bits_below_the_words() {
         fn check<W: Word>(k: u8, n: usize) {
@@ -728,6 +728,16 @@ mod tests {
             for k in [1u8, 16, 17, 23, 31, 32, 33, 52, 56, 57, 63] {
                 check::<u64>(k, n);
             }
+        }
+        for k in [1u8, 8, 16, 33, 63, 64] {
+            let words: Vec<u64> = (0..100u64)
+                .map(|i| i.wrapping_mul(0x9E37_79B9_7F4A_7C15) & mask(k))
+                .collect();
+            let mut body = Vec::new();
+            pack(&words, k, &mut body);
+            let mut shifted = std::vec![0u64; words.len()];
+            unpack_shift_in(&body, k, &mut shifted).unwrap();
+            assert_eq!(shifted, words, "into zeros, k {k}");
         }
         // No low bits: the words stay as they are.
         let mut out = [5u32, 6];
