@@ -10,7 +10,8 @@
 # REV: a commit or tag, the "before" (A); B is the working tree. ENCODINGs (default
 # hsplit,huffman8,packed) are names as `brevis inspect` prints them. CASEs (default
 # all) of normal(0, 0.04) weights: bf16, fp16, fp32 (whole words), exp8 (BF16's
-# exponent byte), man7 (its 7-bit mantissa). Payloads are made by B's encoder; both
+# exponent byte), man7 (its 7-bit mantissa), top12 (its top 12 bits: the field
+# default BF16 archives code with `ctx`). Payloads are made by B's encoder; both
 # must decode them to the same words. Env: SECONDS_PER_CASE (default 4).
 # Clean up with rm -rf target/coders-ab.
 set -euo pipefail
@@ -75,4 +76,4 @@ debug = "line-tables-only"
 TOML
 cp "$ROOT/Cargo.lock" "$PROJ/Cargo.lock"
 cargo build --release --quiet --manifest-path "$PROJ/Cargo.toml"
-"$PROJ/target/release/coders-ab" "$REV" "${2:-hsplit,huffman8,packed}" "${3:-bf16,fp16,fp32,exp8,man7}" "${SECONDS_PER_CASE:-4}"
+"$PROJ/target/release/coders-ab" "$REV" "${2:-hsplit,huffman8,packed}" "${3:-bf16,fp16,fp32,exp8,man7,top12}" "${SECONDS_PER_CASE:-4}"

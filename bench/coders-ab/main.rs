@@ -23,6 +23,9 @@ fn cases() -> Vec<(&'static str, u8, Vec<u64>)> {
         ("fp32", 32, f.iter().map(|&x| u64::from(x)).collect()),
         ("exp8", 8, f.iter().map(|&x| (bf16(x) >> 7) & 0xff).collect()),
         ("man7", 7, f.iter().map(|&x| bf16(x) & 0x7f).collect()),
+        // BF16's sign, exponent and top 3 mantissa bits: the `ctx` field of default
+        // BF16 archives (`Merge.fields[12,4]`).
+        ("top12", 12, f.iter().map(|&x| bf16(x) >> 4).collect()),
     ]
 }
 

@@ -138,7 +138,7 @@ impl AStarSearch {
         match mode {
             LitMode::Full => self.lit,
             LitMode::Fields => LitPolicy {
-                zstd_retry_within: 1.0,
+                zstd_retry_within: self.lit.zstd_retry_within.min(1.0),
                 ..self.lit
             },
             LitMode::Entropy if self.effort >= 2 => self.lit,
@@ -814,6 +814,31 @@ mod tests {
 
     use super::*;
     use crate::synth::productions::open;
+
+    #[test]
+    fn byte_fields_keep_the_tensor_margin_for_the_slow_zstd_level() {
+        use crate::synth::lit::{TENSOR_ZSTD_RETRY, THOROUGH_TENSOR_ZSTD_RETRY};
+        let tensor = Hint::Tensor(DType::F32, 384);
+        // The policies a chunk's search uses: `solve_from` applies `for_hint`.
+        let retry = |search: AStarSearch, hint: Hint, mode: LitMode| {
+            let lit = search.lit.for_hint(hint);
+            AStarSearch { lit, ..search }.policy(mode).zstd_retry_within
+        };
+        for mode in [LitMode::Full, LitMode::Fields] {
+            assert_eq!(retry(AStarSearch::with_effort(1), tensor, mode), TENSOR_ZSTD_RETRY);
+            assert_eq!(retry(AStarSearch::with_effort(0), tensor, mode), TENSOR_ZSTD_RETRY);
+            assert_eq!(
+                retry(AStarSearch::with_effort(2), tensor, mode),
+                THOROUGH_TENSOR_ZSTD_RETRY
+            );
+            let fast = AStarSearch::with_effort(1).fast_decode();
+            assert_eq!(retry(fast, tensor, mode), TENSOR_ZSTD_RETRY);
+        }
+        // Opaque chunks: the whole stream may retry within 8%, its byte fields
+        // only where the quick level wins.
+        assert_eq!(retry(AStarSearch::with_effort(1), Hint::Opaque, LitMode::Full), 1.08);
+        assert_eq!(retry(AStarSearch::with_effort(1), Hint::Opaque, LitMode::Fields), 1.0);
+    }
 
     /// Deterministic pseudo-random words.
     fn rng(seed: u64) -> impl FnMut() -> u64 {

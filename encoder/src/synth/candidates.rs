@@ -5,7 +5,7 @@ use brevis_format::ops::{MapOp, MergeOp, ScanOp};
 use brevis_format::program::{serialized_size, Node};
 use brevis_format::stream::Stream;
 
-use super::lit::{best_lit, best_lit_below, constant, leaf, prefer_fast_root, LitPolicy};
+use super::lit::{best_lit, best_lit_below, constant, leaf, prefer_fast_root, LitPolicy, THOROUGH_TENSOR_ZSTD_RETRY};
 use super::productions::{self as prods, ctx_leaf, mostly_repeated_words, MAX_FIELD};
 use super::{Hint, Synthesizer};
 
@@ -38,8 +38,16 @@ impl CandidateSearch {
             1 => 19,
             _ => 22,
         };
+        let lit = LitPolicy::new(zstd_level, 1.08);
         CandidateSearch {
-            lit: LitPolicy::new(zstd_level, 1.08),
+            lit: if effort >= 2 {
+                LitPolicy {
+                    tensor_zstd_retry: THOROUGH_TENSOR_ZSTD_RETRY,
+                    ..lit
+                }
+            } else {
+                lit
+            },
             effort,
             ctx: true,
         }
@@ -57,10 +65,11 @@ impl CandidateSearch {
 
     /// Policy for the byte fields of a root: zstd is tried quickly, and at its
     /// slow level only where the quick trial already wins (random mantissa bytes
-    /// come close to zstd without LZ ever winning there).
+    /// come close to zstd without LZ ever winning there), and for tensors only
+    /// where it wins by the margin `for_hint` asks.
     fn fields_policy(&self) -> LitPolicy {
         LitPolicy {
-            zstd_retry_within: 1.0,
+            zstd_retry_within: self.lit.zstd_retry_within.min(1.0),
             ..self.lit
         }
     }

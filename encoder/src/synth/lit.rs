@@ -13,6 +13,10 @@ pub struct LitPolicy {
     pub zstd_level: i32,
     /// After a level-3 trial comes within this factor of the best, retry at `zstd_level`.
     pub zstd_retry_within: f64,
+    /// The most [`LitPolicy::for_hint`] leaves of `zstd_retry_within` for the chunks
+    /// of tensors, records and nibbles: [`TENSOR_ZSTD_RETRY`] by default,
+    /// [`THOROUGH_TENSOR_ZSTD_RETRY`] at effort 2 and above.
+    pub tensor_zstd_retry: f64,
     /// How much smaller (parts per million of the faster encoding's bytes) a
     /// slower-decoding encoding must be to be chosen: [`DECODE_SLACK_PPM`], or
     /// [`FAST_DECODE_SLACK_PPM`] under `--fast-decode`.
@@ -26,16 +30,25 @@ pub struct LitPolicy {
     pub hsplit: bool,
 }
 
-/// [`LitPolicy::zstd_retry_within`] for the chunks of tensors (and of records
-/// and nibbles): the slow zstd level is tried only where the quick one already
-/// beats every other literal. Weights rarely hold the long matches that make
-/// the slow level pay, and its trials dominated compression: at 1.08 (kept for
-/// opaque data, where they do pay: one chunk of whisper's CTranslate2 file is
-/// 12.6 KB smaller), `brevis compress --threads 1` of the int8 all-MiniLM ONNX
-/// took 5.8 s against 1.4 s for 4 more bytes, isnet_quint8.onnx 15.2 s against
-/// 3.7 s and the derived FP8 file 5.4 s against 2.3 s for the same bytes; the
-/// float, GGUF and opaque corpus files kept their bytes.
-pub const TENSOR_ZSTD_RETRY: f64 = 1.0;
+/// [`LitPolicy::tensor_zstd_retry`] by default: for the chunks of tensors (and of
+/// records and nibbles) the slow zstd level is tried only where the quick one
+/// beats every other literal by 5% or more, that is, where it found matches.
+/// Weights rarely hold the long matches that make the slow level pay, and its
+/// trials dominated compression: at 1.08 (kept for opaque data, where they do
+/// pay: one chunk of whisper's CTranslate2 file is 12.6 KB smaller), `brevis
+/// compress --threads 1` of the int8 all-MiniLM ONNX took 5.8 s against 1.4 s for
+/// 4 more bytes, isnet_quint8.onnx 15.2 s against 3.7 s and the derived FP8 file
+/// 5.4 s against 2.3 s for the same bytes. Where the quick level wins by less than
+/// 5% (FP32 and FP16 byte planes, GGUF blocks' scales), the slow one saved 27.2 KB
+/// of the corpus's 659.4 MB in 2.9 s of its 27.8 s (at 1.0, before): the
+/// whisper and FP32 all-MiniLM byte planes of 2 MiB, 16.6 and 10.4 KB. Between
+/// 0.8 and 0.9 the ONNX paraphrase-MiniLM would lose 318 KB, so 0.95 keeps a
+/// margin. Effort 2 still retries wherever the quick level wins
+/// ([`THOROUGH_TENSOR_ZSTD_RETRY`]).
+pub const TENSOR_ZSTD_RETRY: f64 = 0.95;
+/// [`LitPolicy::tensor_zstd_retry`] at effort 2 and above: the slow zstd level is
+/// tried wherever the quick one beats every other literal.
+pub const THOROUGH_TENSOR_ZSTD_RETRY: f64 = 1.0;
 
 impl LitPolicy {
     /// The ratio-first policy with zstd frames at `zstd_level` (0 = never).
@@ -43,20 +56,21 @@ impl LitPolicy {
         LitPolicy {
             zstd_level,
             zstd_retry_within,
+            tensor_zstd_retry: TENSOR_ZSTD_RETRY,
             decode_slack_ppm: DECODE_SLACK_PPM,
             nbr: true,
             hsplit: false,
         }
     }
 
-    /// The policy for a chunk with this hint: at most [`TENSOR_ZSTD_RETRY`]
-    /// unless the chunk is opaque.
+    /// The policy for a chunk with this hint: `zstd_retry_within` at most
+    /// `tensor_zstd_retry` unless the chunk is opaque.
     pub fn for_hint(self, hint: super::Hint) -> Self {
         if hint == super::Hint::Opaque {
             self
         } else {
             LitPolicy {
-                zstd_retry_within: self.zstd_retry_within.min(TENSOR_ZSTD_RETRY),
+                zstd_retry_within: self.zstd_retry_within.min(self.tensor_zstd_retry),
                 ..self
             }
         }
@@ -704,6 +718,11 @@ mod tests {
         ] {
             assert_eq!(p.for_hint(hint).zstd_retry_within, TENSOR_ZSTD_RETRY);
             assert_eq!(p.for_hint(hint).zstd_level, 19);
+            let thorough = LitPolicy {
+                tensor_zstd_retry: THOROUGH_TENSOR_ZSTD_RETRY,
+                ..p
+            };
+            assert_eq!(thorough.for_hint(hint).zstd_retry_within, THOROUGH_TENSOR_ZSTD_RETRY);
         }
     }
 }

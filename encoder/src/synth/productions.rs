@@ -26,7 +26,8 @@ pub const MAX_FIELD: u8 = 16;
 pub enum LitMode {
     /// Everything, zstd retried at its slow level when the quick trial comes close.
     Full,
-    /// zstd at its slow level only where the quick trial wins.
+    /// zstd at its slow level only where the quick trial wins (for tensors, by
+    /// `LitPolicy::tensor_zstd_retry`'s margin).
     Fields,
     /// Huffman/rANS/packed/raw (zstd too from effort 2).
     Entropy,
