@@ -40,8 +40,9 @@ pub struct LitPolicy {
 /// 4 more bytes, isnet_quint8.onnx 15.2 s against 3.7 s and the derived FP8 file
 /// 5.4 s against 2.3 s for the same bytes. Where the quick level wins by less than
 /// 5% (FP32 and FP16 byte planes, GGUF blocks' scales), the slow one saved 27.6 KB
-/// of the corpus's 659.4 MB of archives, and took 26.0 s of one-thread
-/// compression against 23.8 s without it (`bench/same-archives.sh c850acb 78db96a
+/// of the corpus's 659.4 MB of archives (the totals of `bench/results.json`
+/// before and after), while one-thread compression of the corpus took 26.0 s
+/// with those retries and 23.8 s without (`bench/same-archives.sh c850acb 78db96a
 /// 1`): 16.6 and 10.4 KB in the 2 MiB byte planes of whisper and the FP32
 /// all-MiniLM, 0.6 KB in the GGUF. With 0.8 instead of 0.95 the ONNX
 /// paraphrase-MiniLM would lose 318 KB (a throwaway build), so 0.95 keeps a
