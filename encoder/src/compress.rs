@@ -157,6 +157,31 @@ struct ChunkJob<'b> {
 /// archive grew 0.33%.)
 type TemplateKey = (String, Hint, u8, usize);
 
+/// The template a chunk of `key` in `segment` is built from: its key's, else,
+/// for record and nibble chunks (GGUF's quantized blocks, int4), the last one a
+/// chunk of its segment offered. The second is for a tensor's last chunk,
+/// shorter than the others (so of a key of its own), which such chunks' search,
+/// always of the whole chunk, makes costly: the SmolLM2 GGUF token embedding's
+/// last 650 KB took 445 ms of the file's 8 s (`brevis compress --threads 1
+/// --report`), its other seven chunks, built from the first one's template, 50
+/// ms each. Not for tensor chunks: searched on a sample where large, they cost
+/// little, and a template passes a chunk whose words it fits worse than its own
+/// search would by as much as it likes so long as its bytes per word stay
+/// those of the chunk it came from: the last chunk of the FP32 all-MiniLM's
+/// word embeddings (the vocabulary's rarest tokens) grew from 455 to 616 KB.
+fn template_for<'t>(
+    by_key: &'t HashMap<TemplateKey, Template>,
+    by_segment: &'t HashMap<usize, Template>,
+    key: &TemplateKey,
+    segment: usize,
+) -> Option<&'t Template> {
+    let by_segment = || match key.1 {
+        Hint::Records(_) | Hint::Nibbles => by_segment.get(&segment),
+        Hint::Tensor(..) | Hint::Opaque => None,
+    };
+    by_key.get(key).or_else(by_segment)
+}
+
 /// `name` with every run of digits replaced by `#`.
 fn mask_numbers(name: &str) -> String {
     let mut out = String::with_capacity(name.len());
@@ -697,6 +722,10 @@ fn compress_chunks<W: Write>(
     // built from its template where that fits (delta chunks, whose words are
     // XORs, excepted), else searched, and its program becomes the template.
     let mut templates: HashMap<TemplateKey, Template> = HashMap::new();
+    // And by segment, the last one its chunks offered: a tensor's last chunk,
+    // shorter than the others and so of another key, is built from its
+    // earlier chunks' program too ([`template_for`]).
+    let mut segment_templates: HashMap<usize, Template> = HashMap::new();
     let masked: Vec<String> = plans.iter().map(|p| mask_numbers(&p.name)).collect();
     let key = |j: &ChunkJob<'_>| (masked[j.segment].clone(), j.hint, j.root_width, j.range.len());
     let mut next_job = 0;
@@ -704,11 +733,11 @@ fn compress_chunks<W: Write>(
         let round = reuse_round(&jobs[next_job..], |j| {
             let words = j.range.len() * 8 / usize::from(j.root_width);
             let reusable = j.base.is_none() && synth.waits_for_template(j.hint, words);
-            reusable && !templates.contains_key(&key(j))
+            reusable && template_for(&templates, &segment_templates, &key(j), j.segment).is_none()
         });
         next_job += round.len();
-        let mut offers: Vec<(TemplateKey, Template)> = Vec::new();
-        let known = &templates;
+        let mut offers: Vec<(TemplateKey, usize, Template)> = Vec::new();
+        let (known, by_segment) = (&templates, &segment_templates);
         let encode = |j: &ChunkJob<'_>| -> Result<Encoded> {
             let xored: Vec<u8>;
             let (bytes, template) = match j.base {
@@ -716,7 +745,10 @@ fn compress_chunks<W: Write>(
                     xored = data[j.range.clone()].iter().zip(b).map(|(a, b)| a ^ b).collect();
                     (&xored[..], None)
                 }
-                None => (&data[j.range.clone()], known.get(&key(j))),
+                None => (
+                    &data[j.range.clone()],
+                    template_for(known, by_segment, &key(j), j.segment),
+                ),
             };
             let mut e = encode_chunk(bytes, j.root_width, j.hint, synth, template, &opts.limits)?;
             progress(bytes.len() as u64);
@@ -734,7 +766,7 @@ fn compress_chunks<W: Write>(
             |j, e| {
                 let e = e?;
                 if let Some(t) = e.offer {
-                    offers.push((key(j), t));
+                    offers.push((key(j), j.segment, t));
                 }
                 write_file_record(w)?;
                 // Segments with no chunks (empty tensors, copies) between the last written one and this one.
@@ -751,8 +783,11 @@ fn compress_chunks<W: Write>(
                 Ok(())
             },
         )?;
-        // The last chunk searched of a key gives its template.
-        templates.extend(offers);
+        // The last chunk searched of a key (and of a segment) gives its template.
+        for (key, segment, template) in offers {
+            segment_templates.insert(segment, template.clone());
+            templates.insert(key, template);
+        }
     }
     write_file_record(w)?;
     while next_segment < plans.len() {

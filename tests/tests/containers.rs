@@ -574,3 +574,86 @@ fn packed_int4_tensors_are_viewed_as_nibbles() {
     let q = reports[0].segments.iter().find(|s| s.name == "q").unwrap();
     assert!(q.programs[0].starts_with("Merge.fields[4,4]"), "{}", q.programs[0]);
 }
+
+/// A synthesizer that notes, for each chunk, its words and whether it was given
+/// an earlier chunk's template to build on.
+struct NotesTemplates {
+    inner: brevis_encoder::synth::AStarSearch,
+    calls: std::sync::Mutex<Vec<(usize, bool)>>,
+}
+
+impl brevis_encoder::synth::Synthesizer for NotesTemplates {
+    fn synthesize(
+        &self,
+        root: &brevis_format::stream::Stream,
+        hint: brevis_encoder::synth::Hint,
+    ) -> brevis_format::program::Node {
+        self.inner.synthesize(root, hint)
+    }
+
+    fn synthesize_reusing(
+        &self,
+        root: &brevis_format::stream::Stream,
+        hint: brevis_encoder::synth::Hint,
+        template: Option<&brevis_encoder::synth::Template>,
+    ) -> (brevis_format::program::Node, Option<brevis_encoder::synth::Template>) {
+        self.calls.lock().unwrap().push((root.len(), template.is_some()));
+        self.inner.synthesize_reusing(root, hint, template)
+    }
+
+    fn waits_for_template(&self, hint: brevis_encoder::synth::Hint, words: usize) -> bool {
+        self.inner.waits_for_template(hint, words)
+    }
+}
+
+#[test]
+fn a_quantized_tensors_shorter_last_chunk_is_built_from_its_template_too() {
+    // Chunks of 64 KiB: a Q4_1 tensor of 2.5 chunks, searched whole as record
+    // chunks always are. Its second chunk is built from the first one's
+    // template (same key), and so is its last, shorter one (another key: the
+    // template of its tensor's chunks). An FP32 tensor's shorter last chunk is
+    // searched instead (see `template_for` in `compress.rs`).
+    let file = gguf(&[
+        ("blk.0.ffn_up.weight", vec![32, 8192], 3, q4_1(8192, 11)),
+        (
+            "blk.0.ffn_norm.weight",
+            vec![40960],
+            0,
+            tensor_bytes(Dtype::F32, 40960, 12),
+        ),
+    ]);
+    let synth = NotesTemplates {
+        inner: brevis_encoder::synth::AStarSearch::with_effort(1),
+        calls: std::sync::Mutex::default(),
+    };
+    let opts = brevis_encoder::CompressOptions {
+        chunk_bytes: 64 << 10,
+        ..brevis_encoder::CompressOptions::default()
+    };
+    let input = [brevis_encoder::InputFile {
+        archive_path: "m.gguf".into(),
+        data: &file,
+    }];
+    let (archive, _, _) = brevis_encoder::compress_files(Vec::new(), &input, &synth, &opts, &|_| {}).unwrap();
+    // Sorted: with several threads, chunks of one round may be searched in any
+    // order (a chunk waiting for a template is in a later round).
+    let mut calls = synth.calls.into_inner().unwrap();
+    calls.sort_unstable();
+    // 163,840 bytes of blocks: two chunks of 3,276 blocks (65,520 bytes, 32,760
+    // 16-bit root words) and a last of 1,640 (16,400 words).
+    let q4: Vec<(usize, bool)> = calls
+        .iter()
+        .copied()
+        .filter(|&(w, _)| w == 32_760 || w == 16_400)
+        .collect();
+    assert_eq!(q4, [(16_400, true), (32_760, false), (32_760, true)], "{calls:?}");
+    // 163,840 bytes of FP32: two chunks of 16 Ki words, the last of 8 Ki searched.
+    let f32s: Vec<(usize, bool)> = calls
+        .iter()
+        .copied()
+        .filter(|&(w, _)| w == 16_384 || w == 8_192)
+        .collect();
+    assert_eq!(f32s, [(8_192, false), (16_384, false), (16_384, true)], "{calls:?}");
+    let back = brevis_decoder::decode_all(&archive, &DecodeLimits::default()).unwrap();
+    assert!(back[0].data == file);
+}
