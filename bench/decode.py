@@ -22,6 +22,10 @@ between them (brevis ÷ ZipNN, 2 threads ÷ 1) compare runs made at the same tim
 - ZipNN 0.5.4 ``decompress()`` of the whole file compressed as one stream of the
   file's float dtype (``--zipnn-dtype``, default from the file name), in memory,
   ``threads=1``;
+- ``brevis_decoder::decode_all`` of the default and ``--fast-decode`` archives held in
+  memory, timed inside its process (``decoder-wasm/examples/decode_all.rs``, built by
+  ``bench/decode.sh`` with ``--features simd``; skipped without ``DECODE_ALL_BIN``): the
+  library's in-memory decode, every file rebuilt into memory, as ZipNN's ``decompress()``;
 - and, writing the output to a file: ``brevis decompress ARCHIVE -o DIR --threads 1``
   and ``zstd -d -o FILE`` (both include the kernel's page-cache copy);
 - the same ``brevis verify`` of an archive made with ``compress --fast-decode`` (the
@@ -107,6 +111,14 @@ def peak_rss_mb(argv: list[str]) -> float:
     return int(r.stderr.strip().splitlines()[-1]) * 1024 / 1e6
 
 
+def decode_all_seconds(binary: str, archive: Path) -> float:
+    """Seconds of one ``brevis_decoder::decode_all`` call on ``archive`` held in memory
+    (every file rebuilt into memory, every check made, one thread), as
+    ``decoder-wasm/examples/decode_all.rs`` times it after a warm-up call."""
+    r = subprocess.run([binary, "--runs", "1", str(archive)], check=True, capture_output=True, text=True)
+    return float(json.loads(r.stdout.splitlines()[-1])["best"])
+
+
 def zipnn_dtype(path: Path) -> str:
     name = path.name.lower()
     if "bf16" in name or "bfloat16" in name:
@@ -159,7 +171,18 @@ def measure(path: Path, brevis: str, baseline: str | None, runs: int, dtype: str
         measures["zipnn"] = zipnn
     if baseline:
         measures["baseline_1t"] = lambda: run(verify_argv(baseline, brv, 1))
+    # The library's in-memory decode (`decode_all`): its own timing of one call
+    # after a warm-up call in the same process, so the process's start and the
+    # archive's read are not counted (as ZipNN's are not); the best over the rounds.
+    in_memory: dict[str, list[float]] = {}
+    decode_all_bin = os.environ.get("DECODE_ALL_BIN")
+    if decode_all_bin:
+        for name, archive in (("brevis_mem_1t", brv), ("fast_mem_1t", fast)):
+            in_memory[name] = []
+            measures[name] = lambda a=archive, n=name: in_memory[n].append(decode_all_seconds(decode_all_bin, a))
     secs.update(best_of_each(measures, runs))
+    for name, times in in_memory.items():
+        secs[name] = min(times)
     secs.setdefault("zipnn", None)
     rss = {f"{t}t": peak_rss_mb(verify_argv(brevis, brv, t)) for t in (1, 2)}
     # The same decoders writing the rebuilt file.
@@ -234,6 +257,7 @@ def render(results: dict) -> str:
     base = any("baseline_1t" in r["mb_s"] for r in results["files"])
     head = "| file | MB | brevis 1 thread | brevis 2 threads |" + (" baseline brevis 1 thread |" if base else "")
     head += " zstd -3 -d | zstd -19 -d | ZipNN | brevis ÷ ZipNN | brevis ÷ zstd -3 | 2 threads ÷ 1 |"
+    head += " brevis in memory | in memory ÷ ZipNN |"
     head += " brevis 1 thread → file | zstd -3 -d → file |"
     cols = head.count("|") - 1
     lines = [
@@ -248,6 +272,12 @@ def render(results: dict) -> str:
         "  shared (other builds run at the same time): single runs vary by ±30%, hence best-of. The decoders",
         "  of a file (brevis at 1 and 2 threads on the default and `--fast-decode` archives, zstd, ZipNN) take",
         "  turns in each round, so a slow spell hits them alike.",
+        "- brevis in memory = the Rust library's `brevis_decoder::decode_all` on the archive held in memory,",
+        "  every file rebuilt into a buffer of its own and every check made, one thread, timed inside the process",
+        "  (`decoder-wasm/examples/decode_all.rs`, `--features simd`, as the CLI is built): the same shape of call",
+        "  as ZipNN's `decompress()`, bytes in and the whole file out, where `brevis verify` hashes each chunk's",
+        "  output and drops it. Its ratio to ZipNN compares like with like; `brevis verify`'s does not (it writes",
+        "  no output, and counts its process's start).",
         "",
         head,
         "|" + " --- |" * 2 + " ---: |" * (cols - 2),
@@ -259,7 +289,9 @@ def render(results: dict) -> str:
             cells.append(fmt(m.get("baseline_1t")))
         cells += [fmt(m["zstd3"]), fmt(m["zstd19"]), fmt(m["zipnn"])]
         cells += [ratio(m["brevis_1t"], m["zipnn"]), ratio(m["brevis_1t"], m["zstd3"])]
-        cells += [ratio(m["brevis_2t"], m["brevis_1t"]), fmt(m["brevis_1t_file"]), fmt(m["zstd3_file"])]
+        cells += [ratio(m["brevis_2t"], m["brevis_1t"])]
+        cells += [fmt(m.get("brevis_mem_1t")), ratio(m.get("brevis_mem_1t"), m["zipnn"])]
+        cells += [fmt(m["brevis_1t_file"]), fmt(m["zstd3_file"])]
         lines.append("| " + " | ".join(cells) + " |")
     lines.append("")
     lines.append("Targets (issue 4): brevis 1 thread ≥ 1.5x ZipNN and ≥ 1.0x zstd -3; 2 threads ≥ 1.7x one.")
@@ -273,8 +305,8 @@ def render(results: dict) -> str:
         "SHA-256), decoded the same way (`brevis verify`, best of the same runs).",
         "",
         "| file | default archive B | `--fast-decode` archive B | size | fast 1 thread | fast ÷ default 1 thread |"
-        " fast 2 threads | fast 2 threads ÷ 1 | fast ÷ ZipNN | fast ÷ zstd -3 |",
-        "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
+        " fast 2 threads | fast 2 threads ÷ 1 | fast ÷ ZipNN | fast ÷ zstd -3 | fast in memory | fast in memory ÷ ZipNN |",
+        "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
     ]
     for r in results["files"]:
         m, z = r["mb_s"], r["sizes"]
@@ -282,6 +314,7 @@ def render(results: dict) -> str:
         cells = [f"`{r['file']}`", f"{z['brevis']:,}", f"{z['brevis_fast']:,}", f"{delta:+.2f}%"]
         cells += [fmt(m["fast_1t"]), ratio(m["fast_1t"], m["brevis_1t"]), fmt(m["fast_2t"])]
         cells += [ratio(m["fast_2t"], m["fast_1t"]), ratio(m["fast_1t"], m["zipnn"]), ratio(m["fast_1t"], m["zstd3"])]
+        cells += [fmt(m.get("fast_mem_1t")), ratio(m.get("fast_mem_1t"), m["zipnn"])]
         lines.append("| " + " | ".join(cells) + " |")
     lines += [
         "",

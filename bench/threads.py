@@ -3,10 +3,11 @@
 
     bench/threads.py [--runs N] --bin OLD --bin NEW ARCHIVE...
 
-For each archive, every round runs ``brevis verify -q --threads 1`` and ``--threads 2``
-of every build in turn, and keeps each one's best wall time over ``--runs`` rounds
-(after a warm-up round): builds and thread counts see the same spells of a shared
-machine, so their ratios compare like with like. Prints one line per archive and
+Every round runs ``brevis verify -q --threads 1`` and ``--threads 2`` of every build on
+every archive in turn, and keeps each one's best wall time over ``--runs`` rounds
+(after a warm-up round): builds, archives and thread counts see the same spells of a
+shared machine, so their ratios compare like with like (archives of one file made by
+two encoder builds, too). Prints one line per archive and
 build: both times and the 2 ÷ 1 ratio. What ``bench/decode.sh`` measures for the
 RESULTS.md table, for builds side by side (before and after a change)."""
 
@@ -29,16 +30,19 @@ def main() -> None:
         subprocess.run([binary, "verify", "-q", "--threads", str(threads), archive], check=True)
         return time.perf_counter() - t
 
+    # Every round runs every archive with every build at both thread counts, so
+    # archives of one model made by two encoders (say, two chunk sizes) compare in
+    # the same spells too.
+    runs = [(a, b, t) for a in args.archives for b in args.bin for t in (1, 2)]
+    best = {r: float("inf") for r in runs}
+    for rnd in range(args.runs + 1):
+        for a, b, t in runs:
+            s = verify(b, a, t)
+            if rnd > 0:  # round 0 warms the page cache and the binaries
+                best[(a, b, t)] = min(best[(a, b, t)], s)
     for archive in args.archives:
-        runs = [(b, t) for b in args.bin for t in (1, 2)]
-        best = {r: float("inf") for r in runs}
-        for rnd in range(args.runs + 1):
-            for b, t in runs:
-                s = verify(b, archive, t)
-                if rnd > 0:  # round 0 warms the page cache and the binaries
-                    best[(b, t)] = min(best[(b, t)], s)
         for b in args.bin:
-            one, two = best[(b, 1)], best[(b, 2)]
+            one, two = best[(archive, b, 1)], best[(archive, b, 2)]
             print(f"{archive}  {b}  1 thread {one:.4f} s  2 threads {two:.4f} s  2 / 1 = {one / two:.3f}x")
 
 

@@ -23,6 +23,9 @@
 //!
 //! ## Features
 //! - `std` (default): `std::error::Error` for errors and `std::io` helpers.
+//! - `simd`: `brevis-format`'s AVX2 and BMI2 decode loops on x86-64, chosen at run
+//!   time (the `brevis` CLI's setting; the `unsafe` they need is in `brevis-format`,
+//!   see `docs/UNSAFE.md`). Hashing and the loops without a twin are the same either way.
 //! - `wasm`: the wasm-bindgen bindings (module `wasm`, `src/wasm.rs`) that the npm package
 //!   `brevis-decoder` is built on (`scripts/build-npm.sh`).
 #![no_std]

@@ -1,0 +1,51 @@
+//! Times [`brevis_decoder::decode_all`], the library's in-memory decode: the
+//! archive already in memory, every file rebuilt into a `Vec` of its own, every
+//! record checksum, chunk checksum and file digest checked, on one thread. It is
+//! what a Rust program embedding the decoder gets, and the same shape of call as
+//! ZipNN's in-memory `decompress()` (bytes in, the whole file's bytes out), which
+//! `brevis verify` (output hashed and dropped chunk by chunk) is not.
+//!
+//! ```text
+//! cargo run --release -p brevis-decoder --features simd --example decode_all -- [--runs N] ARCHIVE...
+//! ```
+//!
+//! Prints one JSON object a line per archive: `archive`, `output_bytes`, and the
+//! `best` and `median` seconds of `N` timed calls (default 9) after one warm-up call.
+
+use std::time::Instant;
+
+use brevis_decoder::{decode_all, DecodeLimits};
+
+fn main() -> Result<(), Box<dyn std::error::Error>> {
+    let mut args = std::env::args().skip(1).peekable();
+    let mut runs = 9usize;
+    if args.peek().map(String::as_str) == Some("--runs") {
+        args.next();
+        runs = args.next().ok_or("--runs needs a number")?.parse()?;
+    }
+    let archives: Vec<String> = args.collect();
+    if archives.is_empty() || runs == 0 {
+        return Err("usage: decode_all [--runs N] ARCHIVE... (N >= 1)".into());
+    }
+    let limits = DecodeLimits::default();
+    for path in archives {
+        let archive = std::fs::read(&path)?;
+        // The warm-up call: also the one whose output size is reported.
+        let output_bytes: usize = decode_all(&archive, &limits)?.iter().map(|f| f.data.len()).sum();
+        let mut secs = Vec::with_capacity(runs);
+        for _ in 0..runs {
+            let t = Instant::now();
+            let files = decode_all(&archive, &limits)?;
+            secs.push(t.elapsed().as_secs_f64());
+            // Dropped outside the timing, as a caller would keep them.
+            drop(std::hint::black_box(files));
+        }
+        secs.sort_by(f64::total_cmp);
+        println!(
+            "{{\"archive\": {path:?}, \"output_bytes\": {output_bytes}, \"best\": {:.6}, \"median\": {:.6}}}",
+            secs[0],
+            secs[runs / 2]
+        );
+    }
+    Ok(())
+}
