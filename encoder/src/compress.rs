@@ -46,6 +46,9 @@ pub const DEFAULT_CHUNK_BYTES: usize = 4 << 20;
 /// (derived) / FP32 all-MiniLM corpus files): one thread 7% / 6% / 12% faster, two
 /// threads 12% / 8% / 15%, and the archives 0.12% / 0.13% / 0.05% smaller (each
 /// chunk gets its own tables). 2 MiB was as fast on one thread, slower on two.
+/// 512 KiB against 1 MiB (archives of a throwaway build, `bench/threads.py --runs
+/// 31` on both): one thread 1.4% / 3% faster on BF16 / FP16, 3.5% slower on FP32,
+/// whose archive grew 0.08%; two threads within 1%. Not worth it.
 pub const FAST_DECODE_CHUNK_BYTES: usize = 1 << 20;
 
 /// Segments shorter than this are never deduplicated (a copy record would
