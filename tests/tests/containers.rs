@@ -639,21 +639,23 @@ fn a_quantized_tensors_shorter_last_chunk_is_built_from_its_template_too() {
     // order (a chunk waiting for a template is in a later round).
     let mut calls = synth.calls.into_inner().unwrap();
     calls.sort_unstable();
+    // The calls for chunks of these word counts.
+    let of = |words: [usize; 2]| -> Vec<(usize, bool)> {
+        calls.iter().copied().filter(|(w, _)| words.contains(w)).collect()
+    };
     // 163,840 bytes of blocks: two chunks of 3,276 blocks (65,520 bytes, 32,760
     // 16-bit root words) and a last of 1,640 (16,400 words).
-    let q4: Vec<(usize, bool)> = calls
-        .iter()
-        .copied()
-        .filter(|&(w, _)| w == 32_760 || w == 16_400)
-        .collect();
-    assert_eq!(q4, [(16_400, true), (32_760, false), (32_760, true)], "{calls:?}");
+    assert_eq!(
+        of([32_760, 16_400]),
+        [(16_400, true), (32_760, false), (32_760, true)],
+        "{calls:?}"
+    );
     // 163,840 bytes of FP32: two chunks of 16 Ki words, the last of 8 Ki searched.
-    let f32s: Vec<(usize, bool)> = calls
-        .iter()
-        .copied()
-        .filter(|&(w, _)| w == 16_384 || w == 8_192)
-        .collect();
-    assert_eq!(f32s, [(8_192, false), (16_384, false), (16_384, true)], "{calls:?}");
+    assert_eq!(
+        of([16_384, 8_192]),
+        [(8_192, false), (16_384, false), (16_384, true)],
+        "{calls:?}"
+    );
     let back = brevis_decoder::decode_all(&archive, &DecodeLimits::default()).unwrap();
     assert!(back[0].data == file);
 }
