@@ -12,9 +12,9 @@ use brevis_format::archive::{
 use brevis_format::stream::LeBytes;
 use brevis_format::FormatError;
 
-use crate::digest::{digest, mismatch};
+use crate::digest::{mismatch, Digester};
 use crate::error::{DecodeError, Location};
-use crate::exec::decode_chunk_bytes;
+use crate::exec::{decode_chunk_bytes, decode_chunk_into};
 use crate::stream::{Event, StreamDecoder};
 use crate::{fetch_base, xor_into, BaseProvider, DecodeLimits};
 
@@ -33,8 +33,16 @@ pub struct DecodedFile {
 
 /// Decodes every file of an archive held in memory, verifying every record,
 /// the index, each chunk's checksum and each file's digest.
+///
+/// Through the index ([`Archive::open`], then [`Archive::read_file`]): the
+/// archive read where it lies, each chunk decoded straight into its file's
+/// buffer and hashed there. Should that fail, the archive is decoded again in
+/// order by a [`StreamDecoder`], whose error (or files) is returned: an error
+/// says where the archive first goes wrong, as streaming it would, whatever
+/// the index says. (Both accept the same archives: the fuzz targets `archive`
+/// and `stream` check it.)
 pub fn decode_all(archive: &[u8], limits: &DecodeLimits) -> Result<Vec<DecodedFile>, DecodeError> {
-    decode_all_from(archive, StreamDecoder::new(*limits))
+    decode_indexed(Archive::open(archive, *limits)).or_else(|_| decode_all_from(archive, StreamDecoder::new(*limits)))
 }
 
 /// [`decode_all`] for an archive stored against a base (a fine-tune): the base
@@ -44,7 +52,37 @@ pub fn decode_all_with_base(
     limits: &DecodeLimits,
     base: alloc::boxed::Box<dyn BaseProvider>,
 ) -> Result<Vec<DecodedFile>, DecodeError> {
-    decode_all_from(archive, StreamDecoder::with_base(*limits, base))
+    decode_indexed(Archive::open(archive, *limits).map(|a| a.with_base(&*base)))
+        .or_else(|_| decode_all_from(archive, StreamDecoder::with_base(*limits, base)))
+}
+
+/// Every file of an opened archive, by [`Archive::read_file`]; refused (for
+/// the [`StreamDecoder`] to say why) where a [`StreamDecoder`] would keep more
+/// than [`DecodeLimits::max_retained_bytes`] for copies, so that [`decode_all`]
+/// accepts what streaming accepts under the same limits.
+fn decode_indexed(archive: Result<Archive<'_>, DecodeError>) -> Result<Vec<DecodedFile>, DecodeError> {
+    let archive = archive?;
+    let retained = peak_retained(archive.files());
+    if retained > archive.limits.max_retained_bytes {
+        return Err(FormatError::LimitExceeded {
+            limit: "retained bytes (segments kept for later copies)",
+            requested: retained,
+            allowed: archive.limits.max_retained_bytes,
+        }
+        .into());
+    }
+    archive
+        .files()
+        .iter()
+        .map(|f| {
+            Ok(DecodedFile {
+                data: archive.read_file(f)?,
+                path: f.path.clone(),
+                digest: f.digest,
+                digest_kind: f.digest_kind,
+            })
+        })
+        .collect()
 }
 
 fn decode_all_from(archive: &[u8], mut dec: StreamDecoder) -> Result<Vec<DecodedFile>, DecodeError> {
@@ -87,6 +125,30 @@ fn decode_all_from(archive: &[u8], mut dec: StreamDecoder) -> Result<Vec<Decoded
             }
         }
     }
+}
+
+/// The most bytes a [`StreamDecoder`] keeps at once for later copies of the
+/// segments of `files` (an archive [`Archive::open`] accepted): a retained
+/// segment counts from its start until its last copy is made.
+fn peak_retained(files: &[FileInfo]) -> u64 {
+    // (copies still to come, length) by archive-wide segment index.
+    let mut kept: Vec<(u64, u64)> = Vec::new();
+    let (mut total, mut peak) = (0u64, 0u64);
+    for seg in files.iter().flat_map(|f| &f.segments) {
+        if seg.retain > 0 {
+            total = total.saturating_add(seg.len);
+            peak = peak.max(total);
+        }
+        kept.push((seg.retain, seg.len));
+        let source = seg.copy_of.and_then(|i| usize::try_from(i).ok());
+        if let Some((left, len)) = source.and_then(|i| kept.get_mut(i)) {
+            *left = left.saturating_sub(1);
+            if *left == 0 {
+                total = total.saturating_sub(*len);
+            }
+        }
+    }
+    peak
 }
 
 /// Where one chunk is.
@@ -644,6 +706,8 @@ impl<'a> Archive<'a> {
             })
     }
 
+    /// [`Self::read_chunk`] with the base already fetched: the chunk decoded into
+    /// a buffer of its own.
     fn read_chunk_with(
         &self,
         file: &FileInfo,
@@ -655,54 +719,78 @@ impl<'a> Archive<'a> {
             .chunks
             .get(index)
             .ok_or(FormatError::Invalid { what: "chunk index" })?;
-        let loc = Location {
-            offset: Some(c.offset),
-            file: Some(file.path.clone()),
-            segment: Some(seg.name.clone()),
-            chunk: Some(index as u64),
+        let loc = chunk_location(file, seg, index);
+        let at = seg.chunks[..index]
+            .iter()
+            .try_fold(0u64, |a, c| a.checked_add(c.decoded_len));
+        let decode = || {
+            let body = self.checked_chunk_body(c)?;
+            let mut out = decode_chunk_bytes(body, &self.limits.program)?;
+            if out.len() as u64 != c.decoded_len {
+                return Err(FormatError::LengthMismatch {
+                    what: "chunk length (against the index)",
+                    expected: c.decoded_len,
+                    found: out.len() as u64,
+                }
+                .into());
+            }
+            xor_base(base, at, &mut out)?;
+            Ok(out)
         };
-        let body = self.chunk_body(c).map_err(|e| e.at(&loc))?;
-        // Refuse a chunk declaring another length before decoding it (a salvaged
-        // archive lists lengths that were not checked against the index).
+        decode().map_err(|e: DecodeError| e.at(&loc))
+    }
+
+    /// Decodes chunk `c`, which starts `at` bytes into its segment, into `out`
+    /// (its `decoded_len` bytes), checking it against its checksum and the
+    /// length the index gives it, and XORs in its part of `base` (a delta
+    /// segment's base tensor). Errors have no location: the caller's.
+    fn read_chunk_into(
+        &self,
+        c: &ChunkInfo,
+        at: Option<u64>,
+        base: Option<&[u8]>,
+        out: &mut [u8],
+    ) -> Result<(), DecodeError> {
+        let body = self.checked_chunk_body(c)?;
+        decode_chunk_into(body, &self.limits.program, out)?;
+        xor_base(base, at, out)
+    }
+
+    /// [`Self::chunk_body`], refused if its header declares another length
+    /// than the index (before decoding it: a salvaged archive lists lengths
+    /// that were not checked against the index).
+    fn checked_chunk_body(&self, c: &ChunkInfo) -> Result<&'a [u8], DecodeError> {
+        let body = self.chunk_body(c)?;
         if let Ok(header) = ChunkRecord::parse(body) {
             if header.decoded_len != c.decoded_len {
-                return Err(DecodeError::new(FormatError::LengthMismatch {
+                return Err(FormatError::LengthMismatch {
                     what: "chunk length (against the index)",
                     expected: c.decoded_len,
                     found: header.decoded_len,
-                })
-                .at(&loc));
+                }
+                .into());
             }
         }
-        let mut out = decode_chunk_bytes(body, &self.limits.program).map_err(|e| DecodeError::new(e).at(&loc))?;
-        if out.len() as u64 != c.decoded_len {
-            return Err(DecodeError::new(FormatError::LengthMismatch {
-                what: "chunk length (against the index)",
-                expected: c.decoded_len,
-                found: out.len() as u64,
-            })
-            .at(&loc));
-        }
-        if let Some(base) = base {
-            let at = seg.chunks[..index]
-                .iter()
-                .try_fold(0u64, |a, c| a.checked_add(c.decoded_len))
-                .and_then(|a| usize::try_from(a).ok());
-            let part = at.and_then(|at| base.get(at..at.checked_add(out.len())?));
-            let part = part.ok_or_else(|| {
-                DecodeError::new(FormatError::Invalid {
-                    what: "chunk lengths (beyond the base tensor)",
-                })
-                .at(&loc)
-            })?;
-            xor_into(&mut out, part);
-        }
-        Ok(out)
+        Ok(body)
     }
 
     /// Decodes one segment (a tensor's raw bytes), checking each chunk and,
     /// before decoding any, that the chunks' lengths add up to the segment's.
     pub fn read_segment(&self, file: &FileInfo, seg: &SegmentInfo) -> Result<Vec<u8>, DecodeError> {
+        let mut out = Output::new(seg.len, self.data.len());
+        self.read_segment_into(file, seg, &mut out, None)?;
+        Ok(out.bytes)
+    }
+
+    /// Decodes `seg` onto the end of `out`, each chunk straight into place,
+    /// hashing its bytes into `digest` as they are decoded (while in cache).
+    fn read_segment_into(
+        &self,
+        file: &FileInfo,
+        seg: &SegmentInfo,
+        out: &mut Output,
+        mut digest: Option<&mut Digester>,
+    ) -> Result<(), DecodeError> {
         let loc = Location {
             file: Some(file.path.clone()),
             segment: Some(seg.name.clone()),
@@ -715,16 +803,35 @@ impl<'a> Archive<'a> {
             loc,
         )?;
         let base = self.base_of(file, seg)?;
-        let mut out = Vec::with_capacity(self.reserve(seg.len));
-        for i in 0..seg.chunks.len() {
-            out.extend_from_slice(&self.read_chunk_with(file, seg, i, base.as_deref())?);
+        let mut at = 0u64;
+        for (i, c) in seg.chunks.iter().enumerate() {
+            let loc = chunk_location(file, seg, i);
+            let (declared, filled) = (out.declared, out.filled as u64);
+            let place = out.next(c.decoded_len).ok_or_else(|| {
+                DecodeError::new(FormatError::LengthMismatch {
+                    what: "chunk lengths (beyond the file's size)",
+                    expected: declared,
+                    found: filled.saturating_add(c.decoded_len),
+                })
+                .at(&loc)
+            })?;
+            self.read_chunk_into(c, Some(at), base.as_deref(), place)
+                .map_err(|e| e.at(&loc))?;
+            if let Some(d) = digest.as_deref_mut() {
+                d.update(place);
+            }
+            at += c.decoded_len;
         }
-        Ok(out)
+        Ok(())
     }
 
     /// Decodes a whole file and checks its size and digest. An archive opened
     /// with [`Archive::scan`] may list segments that do not add up to the file's
     /// size (a damaged record); that is refused before anything is decoded.
+    ///
+    /// Each chunk is decoded straight into the file's buffer where its root's
+    /// words can be (they fill their containers and the bytes are aligned for
+    /// them) and hashed there while in cache.
     pub fn read_file(&self, file: &FileInfo) -> Result<Vec<u8>, DecodeError> {
         let loc = Location {
             file: Some(file.path.clone()),
@@ -736,11 +843,12 @@ impl<'a> Archive<'a> {
             "file size (segments do not add up)",
             loc,
         )?;
-        let mut out = Vec::with_capacity(self.reserve(file.size));
+        let mut out = Output::new(file.size, self.data.len());
+        let mut hasher = Digester::new(file.digest_kind);
         for seg in &file.segments {
-            out.extend_from_slice(&self.read_segment(file, seg)?);
+            self.read_segment_into(file, seg, &mut out, Some(&mut hasher))?;
         }
-        let found = digest(file.digest_kind, &out);
+        let found = hasher.finish();
         if found != file.digest {
             return Err(
                 DecodeError::new(mismatch(file.digest_kind, &file.digest, &found)).at(&Location {
@@ -749,17 +857,68 @@ impl<'a> Archive<'a> {
                 }),
             );
         }
-        Ok(out)
+        Ok(out.bytes)
     }
 }
 
-impl Archive<'_> {
-    /// Bytes to reserve for `declared` bytes of output: never more than this
-    /// archive could plausibly produce, whatever a hostile record declares.
-    fn reserve(&self, declared: u64) -> usize {
-        usize::try_from(declared)
-            .unwrap_or(0)
-            .min(self.data.len().saturating_mul(64))
+/// XORs into `out`, a chunk's bytes `at` bytes into its segment, their part
+/// of `base` (the segment's base tensor, if it is stored against one).
+fn xor_base(base: Option<&[u8]>, at: Option<u64>, out: &mut [u8]) -> Result<(), DecodeError> {
+    let Some(base) = base else { return Ok(()) };
+    let at = at.and_then(|at| usize::try_from(at).ok());
+    let part = at.and_then(|at| base.get(at..at.checked_add(out.len())?));
+    let part = part.ok_or(FormatError::Invalid {
+        what: "chunk lengths (beyond the base tensor)",
+    })?;
+    xor_into(out, part);
+    Ok(())
+}
+
+/// Where chunk `index` of `seg` is, for errors.
+fn chunk_location(file: &FileInfo, seg: &SegmentInfo, index: usize) -> Location {
+    Location {
+        offset: seg.chunks.get(index).map(|c| c.offset),
+        file: Some(file.path.clone()),
+        segment: Some(seg.name.clone()),
+        chunk: Some(index as u64),
+    }
+}
+
+/// A file (or segment) being rebuilt: zeroed bytes that chunks are decoded
+/// into, in order. Allocated whole where the archive in hand earns its
+/// declared size ([`crate::earned_capacity`]), zeroed by the allocator (fresh
+/// pages from the system, no pass over them); otherwise grown as chunks come.
+struct Output {
+    bytes: Vec<u8>,
+    /// Bytes decoded so far (`bytes` may be longer: allocated whole).
+    filled: usize,
+    /// The declared size.
+    declared: u64,
+}
+
+impl Output {
+    fn new(declared: u64, archive_bytes: usize) -> Self {
+        let earned = crate::earned_capacity(declared, archive_bytes as u64);
+        let bytes = match usize::try_from(declared) {
+            Ok(n) if earned == declared => alloc::vec![0; n],
+            _ => Vec::with_capacity(usize::try_from(earned).unwrap_or(0)),
+        };
+        Output {
+            bytes,
+            filled: 0,
+            declared,
+        }
+    }
+
+    /// The next `len` bytes to decode into, or `None` past the declared size.
+    fn next(&mut self, len: u64) -> Option<&mut [u8]> {
+        let end = (self.filled as u64).checked_add(len).filter(|&e| e <= self.declared)?;
+        let end = usize::try_from(end).ok()?;
+        if self.bytes.len() < end {
+            self.bytes.resize(end, 0);
+        }
+        let start = core::mem::replace(&mut self.filled, end);
+        Some(&mut self.bytes[start..end])
     }
 }
 

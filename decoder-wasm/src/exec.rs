@@ -6,8 +6,21 @@ use alloc::vec::Vec;
 use brevis_format::archive::{chunk_checksum, ChunkRecord};
 use brevis_format::ops::interleave;
 use brevis_format::program::{self, Limits, Node, Type};
-use brevis_format::stream::{LeBytes, Stream, Words};
+use brevis_format::stream::{self, LeBytes, Stream, Words, WordsMut};
 use brevis_format::{wire, with_words, with_words_mut, FormatError, Result};
+
+/// Runs `$body` with `$w` bound to the slice inside a [`WordsMut`], whatever
+/// its container.
+macro_rules! in_words {
+    ($out:expr, $w:ident => $body:expr) => {
+        match $out {
+            WordsMut::U8($w) => $body,
+            WordsMut::U16($w) => $body,
+            WordsMut::U32($w) => $body,
+            WordsMut::U64($w) => $body,
+        }
+    };
+}
 
 /// Evaluates a type-checked program into its stream.
 ///
@@ -117,6 +130,95 @@ pub fn eval<P: AsRef<[u8]>>(node: &Node<P>) -> Result<Stream> {
     }
 }
 
+/// [`eval`] into words the caller holds (`out`: the root's container and
+/// count, as the type check gave them): the operators that end in writing
+/// every output word (`Lit`, `Const`, `Merge`, and `Map` or `Scan` over one of
+/// those) write there, with no stream of their own; the others are evaluated
+/// as [`eval`] does and copied. `width` is the node's (its type's), and words of
+/// widths below their container's are checked to fit, as [`Stream::new`] does.
+pub fn eval_into<P: AsRef<[u8]>>(node: &Node<P>, width: u8, mut out: WordsMut<'_>) -> Result<()> {
+    stream::check_container(width, &out)?;
+    match node {
+        Node::Lit {
+            width: own,
+            count,
+            encoding,
+            payload,
+        } => {
+            check_count(*count, &out)?;
+            same_width(*own, width)?;
+            wire::decode_into(*encoding, width, payload.as_ref(), out)
+        }
+        Node::Const {
+            width: own,
+            count,
+            value,
+        } => {
+            check_count(*count, &out)?;
+            same_width(*own, width)?;
+            in_words!(out.reborrow(), w => w.fill(brevis_format::Word::from_u64(*value)));
+            stream::check_fit(width, out)
+        }
+        // A map or a scan keeps its child's width.
+        Node::Map { op, child } => {
+            eval_into(child, width, out.reborrow())?;
+            in_words!(out.reborrow(), w => op.apply(width, w));
+            stream::check_fit(width, out)
+        }
+        Node::Scan { op, stride, child } => {
+            eval_into(child, width, out.reborrow())?;
+            let stride = usize::try_from(*stride).unwrap_or(usize::MAX);
+            in_words!(out.reborrow(), w => op.apply(width, stride, w));
+            stream::check_fit(width, out)
+        }
+        Node::Merge { op, children } => {
+            let mut parts = Vec::with_capacity(children.len());
+            for c in children {
+                parts.push(eval(c)?);
+            }
+            same_width(op.check()?, width)?;
+            in_words!(out.reborrow(), o => op.apply(&parts, o))?;
+            stream::check_fit(width, out)
+        }
+        Node::Concat(_) | Node::Repeat { .. } | Node::Interleave(_) => {
+            let s = eval(node)?;
+            same_width(s.width(), width)?;
+            check_count(s.len() as u64, &out)?;
+            match (s.words(), out) {
+                (Words::U8(v), WordsMut::U8(o)) => o.copy_from_slice(v),
+                (Words::U16(v), WordsMut::U16(o)) => o.copy_from_slice(v),
+                (Words::U32(v), WordsMut::U32(o)) => o.copy_from_slice(v),
+                (Words::U64(v), WordsMut::U64(o)) => o.copy_from_slice(v),
+                _ => return Err(FormatError::BadWidth { width: s.width() }),
+            }
+            Ok(())
+        }
+    }
+}
+
+/// Refuses a node whose width is not the one its parent gave it.
+fn same_width(node: u8, given: u8) -> Result<()> {
+    if node != given {
+        return Err(FormatError::Type {
+            op: "eval_into",
+            rule: "node width differs from the output's",
+        });
+    }
+    Ok(())
+}
+
+/// Refuses an output of another count than the node's.
+fn check_count(count: u64, out: &WordsMut<'_>) -> Result<()> {
+    if out.len() as u64 != count {
+        return Err(FormatError::LengthMismatch {
+            what: "program output words",
+            expected: count,
+            found: out.len() as u64,
+        });
+    }
+    Ok(())
+}
+
 /// Conversion of container vectors back into [`Words`].
 trait IntoWords {
     fn into_words(self) -> Words;
@@ -191,6 +293,37 @@ fn to_usize(v: u64) -> Result<usize> {
 pub fn decode_chunk_bytes(body: &[u8], limits: &Limits) -> Result<LeBytes> {
     let (node, chunk) = parse_chunk(body, limits, program::parse_borrowed)?;
     check_decoded(eval(&node)?.into_le_bytes()?, chunk.decoded_xxh3)
+}
+
+/// [`decode_chunk_bytes`] into `out`, which must be the chunk's declared
+/// length: the program's root evaluated straight into it ([`eval_into`]) where
+/// its words fill their containers and `out` is aligned for them (a file's
+/// buffer, with the chunk at its place), else decoded and copied. The same
+/// checks, in the same order, and the xxh3 then taken of `out`.
+pub fn decode_chunk_into(body: &[u8], limits: &Limits, out: &mut [u8]) -> Result<()> {
+    let (node, chunk) = parse_chunk(body, limits, program::parse_borrowed)?;
+    if chunk.decoded_len != out.len() as u64 {
+        return Err(FormatError::LengthMismatch {
+            what: "chunk length (against its output)",
+            expected: out.len() as u64,
+            found: chunk.decoded_len,
+        });
+    }
+    match WordsMut::from_le_bytes(chunk.root_width, out) {
+        Some(words) => eval_into(&node, chunk.root_width, words)?,
+        None => {
+            let bytes = eval(&node)?.into_le_bytes()?;
+            if bytes.len() != out.len() {
+                return Err(FormatError::LengthMismatch {
+                    what: "chunk length (against its output)",
+                    expected: out.len() as u64,
+                    found: bytes.len() as u64,
+                });
+            }
+            out.copy_from_slice(&bytes);
+        }
+    }
+    check_checksum(out, chunk.decoded_xxh3)
 }
 
 /// [`decode_chunk_bytes`] of a whole chunk record (kind, length, body and
@@ -277,7 +410,14 @@ fn parse_chunk<'a, P>(
 /// `bytes`, a program's output, if their xxh3 is `decoded_xxh3`.
 #[inline(always)]
 fn check_decoded(bytes: LeBytes, decoded_xxh3: u64) -> Result<LeBytes> {
-    let computed = chunk_checksum(&bytes);
+    check_checksum(&bytes, decoded_xxh3)?;
+    Ok(bytes)
+}
+
+/// Refuses a program's output whose xxh3 is not `decoded_xxh3`.
+#[inline(always)]
+fn check_checksum(bytes: &[u8], decoded_xxh3: u64) -> Result<()> {
+    let computed = chunk_checksum(bytes);
     if computed != decoded_xxh3 {
         return Err(FormatError::Checksum {
             what: "decoded chunk",
@@ -285,7 +425,7 @@ fn check_decoded(bytes: LeBytes, decoded_xxh3: u64) -> Result<LeBytes> {
             computed,
         });
     }
-    Ok(bytes)
+    Ok(())
 }
 
 /// [`decode_chunk_bytes`] as a vector (a copy unless the root's words are bytes).
@@ -296,12 +436,138 @@ pub fn decode_chunk(body: &[u8], limits: &Limits) -> Result<Vec<u8>> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use alloc::boxed::Box;
     use brevis_format::archive::chunk_checksum;
     use brevis_format::program::parse;
+    use brevis_format::wire::LitEncoding;
 
     /// A chunk body declaring `out`, with `program`.
     fn chunk(out: &[u8], program: &[u8]) -> Vec<u8> {
         ChunkRecord::body(out.len() as u64, chunk_checksum(out), 8, program)
+    }
+
+    /// A chunk of `node`, declaring what the reference evaluation gives.
+    fn chunk_of(node: &Node) -> (Vec<u8>, Vec<u8>) {
+        let width = node.ty().unwrap().width;
+        let bytes = eval(node).unwrap().into_le_bytes().unwrap().into_vec();
+        let body = ChunkRecord::body(
+            bytes.len() as u64,
+            chunk_checksum(&bytes),
+            width,
+            &brevis_format::program::serialize(node),
+        );
+        (body, bytes)
+    }
+
+    fn lit(width: u8, encoding: LitEncoding, values: &[u64]) -> Node {
+        let stream = Stream::from_u64s(width, values).unwrap();
+        let payload = brevis_format::wire::encode(encoding, &stream).unwrap();
+        Node::Lit {
+            width,
+            count: values.len() as u64,
+            encoding,
+            payload,
+        }
+    }
+
+    /// Programs ending in each operator decode into a caller's bytes as they
+    /// decode alone: in place where the bytes are aligned for the root's words
+    /// (every root width that fills its container, each operator that writes
+    /// there), copied where not (an odd offset, 24-bit words, `Concat`); and a
+    /// wrong length or a wrong checksum is refused either way.
+    #[test]
+    fn chunks_decoded_into_place_match_chunks_decoded_alone() {
+        use brevis_format::ops::{MapOp, MergeOp, ScanOp};
+        let n = 999usize;
+        // Skewed words (three random draws ANDed), which every coder takes.
+        let vals = |bits: u32, salt: u64| -> Vec<u64> {
+            let draw = |i: u64, k: u64| {
+                (i.wrapping_add(k) ^ salt)
+                    .wrapping_mul(0x9E37_79B9_7F4A_7C15)
+                    .rotate_left(29)
+            };
+            (0..n as u64)
+                .map(|i| (draw(i, 0) & draw(i, 1 << 40) & draw(i, 1 << 50)) >> (64 - bits))
+                .collect()
+        };
+        let programs = [
+            lit(16, LitEncoding::HSplit, &vals(16, 1)),
+            lit(16, LitEncoding::Huffman8, &vals(12, 2)),
+            lit(8, LitEncoding::Huffman, &vals(5, 3)),
+            lit(8, LitEncoding::Raw, &vals(8, 4)),
+            lit(64, LitEncoding::Raw, &vals(64, 5)),
+            lit(8, LitEncoding::Rans, &vals(6, 13)),
+            lit(24, LitEncoding::Raw, &vals(24, 6)),
+            Node::Map {
+                op: MapOp::RotateLeft(3),
+                child: Box::new(lit(32, LitEncoding::BitPacked, &vals(32, 7))),
+            },
+            Node::Scan {
+                op: ScanOp::Add,
+                stride: 3,
+                child: Box::new(Node::Merge {
+                    op: MergeOp::Fields(alloc::vec![9, 7]),
+                    children: alloc::vec![
+                        lit(9, LitEncoding::Huffman, &vals(9, 8)),
+                        lit(7, LitEncoding::BitPacked, &vals(7, 9)),
+                    ],
+                }),
+            },
+            Node::Const {
+                width: 32,
+                count: n as u64,
+                value: 0xdead_beef,
+            },
+            Node::Concat(alloc::vec![
+                lit(16, LitEncoding::Raw, &vals(16, 10)),
+                Node::Const {
+                    width: 16,
+                    count: 5,
+                    value: 7,
+                },
+            ]),
+            Node::Interleave(alloc::vec![
+                lit(32, LitEncoding::Raw, &vals(32, 11)),
+                lit(32, LitEncoding::BitPacked, &vals(32, 12)),
+            ]),
+        ];
+        let limits = Limits::default();
+        for node in &programs {
+            let (body, want) = chunk_of(node);
+            assert_eq!(decode_chunk(&body, &limits).unwrap(), want, "{node:?}");
+            // At offsets aligned for 8-byte words and not.
+            let mut store = alloc::vec![0u8; want.len() + 16];
+            let aligned = store.as_ptr().align_offset(8);
+            let bytes = &mut store[aligned..];
+            for offset in [0, 8, 1, 3] {
+                let out = &mut bytes[offset..offset + want.len()];
+                out.fill(0x55);
+                decode_chunk_into(&body, &limits, out).unwrap();
+                assert_eq!(out, &want[..], "{node:?} at offset {offset}");
+            }
+            let short = &mut bytes[..want.len() - 1];
+            assert!(matches!(
+                decode_chunk_into(&body, &limits, short),
+                Err(FormatError::LengthMismatch { .. })
+            ));
+            // The same program declaring other bytes (one flipped).
+            let mut other = want.clone();
+            other[want.len() / 2] ^= 1;
+            let width = node.ty().unwrap().width;
+            let bad = ChunkRecord::body(
+                other.len() as u64,
+                chunk_checksum(&other),
+                width,
+                &brevis_format::program::serialize(node),
+            );
+            for offset in [0, 1] {
+                let out = &mut bytes[offset..offset + want.len()];
+                assert!(matches!(
+                    decode_chunk_into(&bad, &limits, out),
+                    Err(FormatError::Checksum { .. })
+                ));
+            }
+        }
     }
 
     /// Found by `cargo fuzz` (target `program`, minimized): `Repeat[0x4fffffff]`

@@ -48,6 +48,112 @@ pub enum Words {
     U64(Vec<u64>),
 }
 
+impl Words {
+    /// The words as slices, for a decoder writing into storage it does not own
+    /// ([`WordsMut`]).
+    pub fn as_mut(&mut self) -> WordsMut<'_> {
+        match self {
+            Words::U8(v) => WordsMut::U8(v),
+            Words::U16(v) => WordsMut::U16(v),
+            Words::U32(v) => WordsMut::U32(v),
+            Words::U64(v) => WordsMut::U64(v),
+        }
+    }
+}
+
+/// Words in storage the caller owns, by container size: what a decoder writes
+/// into in place (a slice of a file's output buffer, say) instead of a
+/// [`Words`] of its own.
+#[derive(Debug, PartialEq, Eq)]
+pub enum WordsMut<'a> {
+    /// Widths 1..=8.
+    U8(&'a mut [u8]),
+    /// Widths 9..=16.
+    U16(&'a mut [u16]),
+    /// Widths 17..=32.
+    U32(&'a mut [u32]),
+    /// Widths 33..=64.
+    U64(&'a mut [u64]),
+}
+
+impl WordsMut<'_> {
+    /// Number of words.
+    pub fn len(&self) -> usize {
+        match self {
+            WordsMut::U8(w) => w.len(),
+            WordsMut::U16(w) => w.len(),
+            WordsMut::U32(w) => w.len(),
+            WordsMut::U64(w) => w.len(),
+        }
+    }
+
+    /// Whether there are no words.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// The same words, reborrowed (to pass on and use again after).
+    pub fn reborrow(&mut self) -> WordsMut<'_> {
+        match self {
+            WordsMut::U8(w) => WordsMut::U8(w),
+            WordsMut::U16(w) => WordsMut::U16(w),
+            WordsMut::U32(w) => WordsMut::U32(w),
+            WordsMut::U64(w) => WordsMut::U64(w),
+        }
+    }
+
+    /// Viewed in the container of `width`-bit words, if `bytes` (little-endian
+    /// words, on a little-endian machine) are aligned for it and hold whole
+    /// words, and `width` fills its container (8, 16, 32 or 64 bits: every
+    /// value of the container is a word, so whatever is written there is one):
+    /// where a chunk's root can be evaluated straight into its output bytes.
+    pub fn from_le_bytes(width: u8, bytes: &mut [u8]) -> Option<WordsMut<'_>> {
+        if !cfg!(target_endian = "little") || usize::from(width) != 8 * container_bytes(width) {
+            return None;
+        }
+        Some(match width {
+            8 => WordsMut::U8(bytes),
+            16 => WordsMut::U16(bytemuck::try_cast_slice_mut(bytes).ok()?),
+            32 => WordsMut::U32(bytemuck::try_cast_slice_mut(bytes).ok()?),
+            _ => WordsMut::U64(bytemuck::try_cast_slice_mut(bytes).ok()?),
+        })
+    }
+}
+
+/// Checks that `width` is legal and `words` are in its container.
+pub fn check_container(width: u8, words: &WordsMut<'_>) -> Result<()> {
+    check_width(width)?;
+    let ok = matches!(
+        (words, container_bytes(width)),
+        (WordsMut::U8(_), 1) | (WordsMut::U16(_), 2) | (WordsMut::U32(_), 4) | (WordsMut::U64(_), 8)
+    );
+    if !ok {
+        return Err(FormatError::BadWidth { width });
+    }
+    Ok(())
+}
+
+/// Checks that the container of `words` is that of `width`-bit words and that
+/// every word fits in `width` bits.
+pub fn check_fit(width: u8, words: WordsMut<'_>) -> Result<()> {
+    check_container(width, &words)?;
+    // A width that fills its container holds every word (nothing to scan).
+    if usize::from(width) != 8 * container_bytes(width) {
+        let m = mask(width);
+        // An OR over every word (no early exit) vectorizes in the word's own width.
+        let all = match words {
+            WordsMut::U8(v) => u64::from(v.iter().fold(0u8, |a, &x| a | x)),
+            WordsMut::U16(v) => u64::from(v.iter().fold(0u16, |a, &x| a | x)),
+            WordsMut::U32(v) => u64::from(v.iter().fold(0u32, |a, &x| a | x)),
+            WordsMut::U64(v) => v.iter().fold(0u64, |a, &x| a | x),
+        };
+        if all & !m != 0 {
+            return Err(FormatError::WordTooWide { width });
+        }
+    }
+    Ok(())
+}
+
 /// `n` words of `width` bits; every word is below `2^width`.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Stream {
@@ -200,31 +306,9 @@ impl Stream {
     }
 
     /// Wraps words, checking the container matches `width` and every word fits.
-    pub fn new(width: u8, words: Words) -> Result<Self> {
-        check_width(width)?;
-        let ok = matches!(
-            (&words, container_bytes(width)),
-            (Words::U8(_), 1) | (Words::U16(_), 2) | (Words::U32(_), 4) | (Words::U64(_), 8)
-        );
-        if !ok {
-            return Err(FormatError::BadWidth { width });
-        }
-        let s = Stream { width, words };
-        // A width that fills its container holds every word (nothing to scan).
-        if usize::from(width) != 8 * container_bytes(width) {
-            let m = mask(width);
-            // An OR over every word (no early exit) vectorizes in the word's own width.
-            let all = match &s.words {
-                Words::U8(v) => u64::from(v.iter().fold(0u8, |a, &x| a | x)),
-                Words::U16(v) => u64::from(v.iter().fold(0u16, |a, &x| a | x)),
-                Words::U32(v) => u64::from(v.iter().fold(0u32, |a, &x| a | x)),
-                Words::U64(v) => v.iter().fold(0u64, |a, &x| a | x),
-            };
-            if all & !m != 0 {
-                return Err(FormatError::WordTooWide { width });
-            }
-        }
-        Ok(s)
+    pub fn new(width: u8, mut words: Words) -> Result<Self> {
+        check_fit(width, words.as_mut())?;
+        Ok(Stream { width, words })
     }
 
     /// Builds a stream from `u64` values (test and encoder convenience).

@@ -228,9 +228,18 @@ pub fn stream_files(a: &[u8], mut piece: impl FnMut() -> usize) -> Result<Files,
 /// - when `decode_all` succeeds, every file matches its FILE record (path, size,
 ///   SHA-256) and random access (`Archive::open` + `read_file`) returns the same
 ///   files; when random access reads every file, `decode_all` succeeds too;
+/// - `decode_all` (which reads through the index, and streams only to report
+///   an error) and a [`StreamDecoder`] given the whole archive accept the same
+///   archives and rebuild the same files;
 /// - salvage (`Archive::scan`) never hands out a file whose SHA-256 differs.
 pub fn check_archive(a: &[u8]) {
     let all = decode_all_files(a);
+    match (&all, stream_files(a, || a.len())) {
+        (Ok(files), Ok(streamed)) => assert!(*files == streamed, "decode_all and streaming rebuilt different files"),
+        (Err(_), Err(_)) => {}
+        (Ok(_), Err(e)) => panic!("decode_all succeeded, streaming failed: {e}"),
+        (Err(e), Ok(_)) => panic!("streaming succeeded, decode_all failed: {e}"),
+    }
     if let Ok(files) = &all {
         let records = file_records(a);
         let kind = check_header(a).expect("decoded, so the header is valid");

@@ -20,7 +20,7 @@
 use alloc::vec::Vec;
 
 use crate::error::{FormatError, Result};
-use crate::stream::{Stream, Words};
+use crate::stream::{Stream, Words, WordsMut};
 
 pub mod bitpack;
 pub mod ctx;
@@ -122,17 +122,7 @@ impl LitEncoding {
 /// `count` must already be checked against the caller's limits: this allocates
 /// `count` words.
 pub fn decode(encoding: LitEncoding, width: u8, count: usize, payload: &[u8]) -> Result<Stream> {
-    if !encoding.supports_width(width) {
-        return Err(FormatError::Type {
-            op: "Lit",
-            rule: match encoding {
-                LitEncoding::Ctx => "ctx literals hold 2- to 16-bit words",
-                LitEncoding::Nbr => "nbr literals hold 2- to 8-bit words",
-                LitEncoding::HSplit => "hsplit literals hold at most 32-bit words",
-                _ => "entropy-coded literals hold at most 16-bit words",
-            },
-        });
-    }
+    check_encoding_width(encoding, width)?;
     // `hsplit` writes every word (or fails): its output need not be zeroed first.
     let mut words = if encoding == LitEncoding::HSplit {
         Stream::for_overwrite(width, count)?
@@ -140,59 +130,106 @@ pub fn decode(encoding: LitEncoding, width: u8, count: usize, payload: &[u8]) ->
         Stream::zeros(width, count)?
     }
     .into_words();
-    match encoding {
-        LitEncoding::Raw => crate::with_words_mut!(&mut words, w => raw::decode(payload, width, w)?),
-        LitEncoding::BitPacked => match &mut words {
-            Words::U8(w) => narrow(w, |w| bitpack::decode(payload, width, w))?,
-            Words::U16(w) => bitpack::decode(payload, width, w)?,
-            Words::U32(w) => bitpack::decode(payload, width, w)?,
-            Words::U64(w) => bitpack::decode(payload, width, w)?,
-        },
-        LitEncoding::Zstd => crate::with_words_mut!(&mut words, w => zstd::decode(payload, width, w)?),
-        LitEncoding::Huffman => match &mut words {
-            Words::U8(w) => narrow(w, |w| huffman::decode(payload, width, w))?,
-            Words::U16(w) => huffman::decode(payload, width, w)?,
-            _ => unreachable_width()?,
-        },
-        LitEncoding::Huffman8 => match &mut words {
-            Words::U8(w) => narrow(w, |w| huffman::decode8(payload, width, w))?,
-            Words::U16(w) => huffman::decode8(payload, width, w)?,
-            _ => unreachable_width()?,
-        },
-        LitEncoding::HSplit => match &mut words {
-            Words::U8(w) => narrow(w, |w| hsplit::decode(payload, width, w))?,
-            Words::U16(w) => hsplit::decode(payload, width, w)?,
-            Words::U32(w) => hsplit::decode(payload, width, w)?,
-            _ => unreachable_width()?,
-        },
-        LitEncoding::Rans => match &mut words {
-            Words::U8(w) => narrow(w, |w| rans::decode(payload, width, w))?,
-            Words::U16(w) => rans::decode(payload, width, w)?,
-            _ => unreachable_width()?,
-        },
-        LitEncoding::Ctx => match &mut words {
-            Words::U8(w) => narrow(w, |w| ctx::decode(payload, width, w))?,
-            Words::U16(w) => ctx::decode(payload, width, w)?,
-            _ => unreachable_width()?,
-        },
-        LitEncoding::Nbr => match &mut words {
-            Words::U8(w) => nbr::decode(payload, width, w)?,
-            _ => unreachable_width()?,
-        },
+    #[cfg(target_arch = "wasm32")]
+    if let Words::U8(w) = &mut words {
+        if narrows(encoding) {
+            narrow(w, |w| decode_words(encoding, width, payload, WordsMut::U16(w)))?;
+            return Stream::new(width, words);
+        }
     }
+    decode_words(encoding, width, payload, words.as_mut())?;
     Stream::new(width, words)
 }
 
-/// Runs a coder's decoder on 8-bit words. Natively, directly (one instance of the
-/// coder per word type); in WebAssembly through a 16-bit buffer, so the module
-/// holds one instance of each entropy decoder (a smaller module, for a copy).
-#[cfg(not(target_arch = "wasm32"))]
-#[inline(always)]
-fn narrow<F: FnOnce(&mut [u8]) -> Result<()>>(out: &mut [u8], decode: F) -> Result<()> {
-    decode(out)
+/// [`decode`] into words the caller holds (`out.len()` of them, in the
+/// container of `width`-bit words): a chunk's root literal written straight into
+/// the file being rebuilt, with no buffer of its own and no copy. Every word of
+/// `out` is written, or an error returned (what `out` then holds is unspecified).
+pub fn decode_into(encoding: LitEncoding, width: u8, payload: &[u8], mut out: WordsMut<'_>) -> Result<()> {
+    check_encoding_width(encoding, width)?;
+    crate::stream::check_container(width, &out)?;
+    #[cfg(target_arch = "wasm32")]
+    if let WordsMut::U8(o) = &mut out {
+        if narrows(encoding) {
+            // As `narrow`, through a 16-bit buffer of the coder's own.
+            let mut wide = alloc::vec![0u16; o.len()];
+            decode_words(encoding, width, payload, WordsMut::U16(&mut wide))?;
+            for (d, &w) in o.iter_mut().zip(&wide) {
+                *d = w as u8;
+            }
+            return crate::stream::check_fit(width, out);
+        }
+    }
+    decode_words(encoding, width, payload, out.reborrow())?;
+    crate::stream::check_fit(width, out)
 }
 
-/// See the native `narrow`. Words of at most 8 bits: the narrowing loses nothing.
+/// Refuses a width the encoding cannot store.
+fn check_encoding_width(encoding: LitEncoding, width: u8) -> Result<()> {
+    if encoding.supports_width(width) {
+        return Ok(());
+    }
+    Err(FormatError::Type {
+        op: "Lit",
+        rule: match encoding {
+            LitEncoding::Ctx => "ctx literals hold 2- to 16-bit words",
+            LitEncoding::Nbr => "nbr literals hold 2- to 8-bit words",
+            LitEncoding::HSplit => "hsplit literals hold at most 32-bit words",
+            _ => "entropy-coded literals hold at most 16-bit words",
+        },
+    })
+}
+
+/// Whether WebAssembly decodes this encoding's 8-bit words as 16-bit ones
+/// (see `narrow`).
+#[cfg(target_arch = "wasm32")]
+fn narrows(encoding: LitEncoding) -> bool {
+    !matches!(encoding, LitEncoding::Raw | LitEncoding::Zstd | LitEncoding::Nbr)
+}
+
+/// Runs the encoding's decoder over `out`. (In WebAssembly the entropy coders
+/// have no 8-bit instances: their callers narrow.)
+fn decode_words(encoding: LitEncoding, width: u8, payload: &[u8], out: WordsMut<'_>) -> Result<()> {
+    use WordsMut::{U16, U32, U64, U8};
+    match (encoding, out) {
+        (LitEncoding::Raw, U8(w)) => raw::decode(payload, width, w),
+        (LitEncoding::Raw, U16(w)) => raw::decode(payload, width, w),
+        (LitEncoding::Raw, U32(w)) => raw::decode(payload, width, w),
+        (LitEncoding::Raw, U64(w)) => raw::decode(payload, width, w),
+        (LitEncoding::Zstd, U8(w)) => zstd::decode(payload, width, w),
+        (LitEncoding::Zstd, U16(w)) => zstd::decode(payload, width, w),
+        (LitEncoding::Zstd, U32(w)) => zstd::decode(payload, width, w),
+        (LitEncoding::Zstd, U64(w)) => zstd::decode(payload, width, w),
+        #[cfg(not(target_arch = "wasm32"))]
+        (LitEncoding::BitPacked, U8(w)) => bitpack::decode(payload, width, w),
+        (LitEncoding::BitPacked, U16(w)) => bitpack::decode(payload, width, w),
+        (LitEncoding::BitPacked, U32(w)) => bitpack::decode(payload, width, w),
+        (LitEncoding::BitPacked, U64(w)) => bitpack::decode(payload, width, w),
+        #[cfg(not(target_arch = "wasm32"))]
+        (LitEncoding::Huffman, U8(w)) => huffman::decode(payload, width, w),
+        (LitEncoding::Huffman, U16(w)) => huffman::decode(payload, width, w),
+        #[cfg(not(target_arch = "wasm32"))]
+        (LitEncoding::Huffman8, U8(w)) => huffman::decode8(payload, width, w),
+        (LitEncoding::Huffman8, U16(w)) => huffman::decode8(payload, width, w),
+        #[cfg(not(target_arch = "wasm32"))]
+        (LitEncoding::HSplit, U8(w)) => hsplit::decode(payload, width, w),
+        (LitEncoding::HSplit, U16(w)) => hsplit::decode(payload, width, w),
+        (LitEncoding::HSplit, U32(w)) => hsplit::decode(payload, width, w),
+        #[cfg(not(target_arch = "wasm32"))]
+        (LitEncoding::Rans, U8(w)) => rans::decode(payload, width, w),
+        (LitEncoding::Rans, U16(w)) => rans::decode(payload, width, w),
+        #[cfg(not(target_arch = "wasm32"))]
+        (LitEncoding::Ctx, U8(w)) => ctx::decode(payload, width, w),
+        (LitEncoding::Ctx, U16(w)) => ctx::decode(payload, width, w),
+        (LitEncoding::Nbr, U8(w)) => nbr::decode(payload, width, w),
+        _ => unreachable_width(),
+    }
+}
+
+/// Runs a coder's decoder on 8-bit words in WebAssembly: through a 16-bit
+/// buffer, so the module holds one instance of each entropy decoder (a smaller
+/// module). (Natively each coder has an 8-bit instance.) Words of at most 8
+/// bits: the narrowing loses nothing.
 ///
 /// The 16-bit words are decoded into the output's own buffer grown to
 /// `2 * out.len()` bytes, which then keeps each word's low byte in place and
