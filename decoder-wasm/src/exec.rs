@@ -7,20 +7,7 @@ use brevis_format::archive::{chunk_checksum, ChunkRecord};
 use brevis_format::ops::interleave;
 use brevis_format::program::{self, Limits, Node, Type};
 use brevis_format::stream::{self, LeBytes, Stream, Words, WordsMut};
-use brevis_format::{wire, with_words, with_words_mut, FormatError, Result};
-
-/// Runs `$body` with `$w` bound to the slice inside a [`WordsMut`], whatever
-/// its container.
-macro_rules! in_words {
-    ($out:expr, $w:ident => $body:expr) => {
-        match $out {
-            WordsMut::U8($w) => $body,
-            WordsMut::U16($w) => $body,
-            WordsMut::U32($w) => $body,
-            WordsMut::U64($w) => $body,
-        }
-    };
-}
+use brevis_format::{wire, with_words, with_words_mut, with_words_slice, FormatError, Result};
 
 /// Evaluates a type-checked program into its stream.
 ///
@@ -156,19 +143,19 @@ pub fn eval_into<P: AsRef<[u8]>>(node: &Node<P>, width: u8, mut out: WordsMut<'_
         } => {
             check_count(*count, &out)?;
             same_width(*own, width)?;
-            in_words!(out.reborrow(), w => w.fill(brevis_format::Word::from_u64(*value)));
+            with_words_slice!(out.reborrow(), w => w.fill(brevis_format::Word::from_u64(*value)));
             stream::check_fit(width, out)
         }
         // A map or a scan keeps its child's width.
         Node::Map { op, child } => {
             eval_into(child, width, out.reborrow())?;
-            in_words!(out.reborrow(), w => op.apply(width, w));
+            with_words_slice!(out.reborrow(), w => op.apply(width, w));
             stream::check_fit(width, out)
         }
         Node::Scan { op, stride, child } => {
             eval_into(child, width, out.reborrow())?;
             let stride = usize::try_from(*stride).unwrap_or(usize::MAX);
-            in_words!(out.reborrow(), w => op.apply(width, stride, w));
+            with_words_slice!(out.reborrow(), w => op.apply(width, stride, w));
             stream::check_fit(width, out)
         }
         Node::Merge { op, children } => {
@@ -177,7 +164,7 @@ pub fn eval_into<P: AsRef<[u8]>>(node: &Node<P>, width: u8, mut out: WordsMut<'_
                 parts.push(eval(c)?);
             }
             same_width(op.check()?, width)?;
-            in_words!(out.reborrow(), o => op.apply(&parts, o))?;
+            with_words_slice!(out.reborrow(), o => op.apply(&parts, o))?;
             stream::check_fit(width, out)
         }
         Node::Concat(_) | Node::Repeat { .. } | Node::Interleave(_) => {

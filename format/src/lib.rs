@@ -53,6 +53,20 @@ macro_rules! with_words_mut {
     };
 }
 
+/// Runs `$body` with `$w` bound to the slice inside a
+/// [`WordsMut`](crate::stream::WordsMut), whatever its container.
+#[macro_export]
+macro_rules! with_words_slice {
+    ($words:expr, $w:ident => $body:expr) => {
+        match $words {
+            $crate::stream::WordsMut::U8($w) => $body,
+            $crate::stream::WordsMut::U16($w) => $body,
+            $crate::stream::WordsMut::U32($w) => $body,
+            $crate::stream::WordsMut::U64($w) => $body,
+        }
+    };
+}
+
 pub mod archive;
 pub mod bytes;
 pub mod dtype;

@@ -192,14 +192,8 @@ fn narrows(encoding: LitEncoding) -> bool {
 fn decode_words(encoding: LitEncoding, width: u8, payload: &[u8], out: WordsMut<'_>) -> Result<()> {
     use WordsMut::{U16, U32, U64, U8};
     match (encoding, out) {
-        (LitEncoding::Raw, U8(w)) => raw::decode(payload, width, w),
-        (LitEncoding::Raw, U16(w)) => raw::decode(payload, width, w),
-        (LitEncoding::Raw, U32(w)) => raw::decode(payload, width, w),
-        (LitEncoding::Raw, U64(w)) => raw::decode(payload, width, w),
-        (LitEncoding::Zstd, U8(w)) => zstd::decode(payload, width, w),
-        (LitEncoding::Zstd, U16(w)) => zstd::decode(payload, width, w),
-        (LitEncoding::Zstd, U32(w)) => zstd::decode(payload, width, w),
-        (LitEncoding::Zstd, U64(w)) => zstd::decode(payload, width, w),
+        (LitEncoding::Raw, out) => crate::with_words_slice!(out, w => raw::decode(payload, width, w)),
+        (LitEncoding::Zstd, out) => crate::with_words_slice!(out, w => zstd::decode(payload, width, w)),
         #[cfg(not(target_arch = "wasm32"))]
         (LitEncoding::BitPacked, U8(w)) => bitpack::decode(payload, width, w),
         (LitEncoding::BitPacked, U16(w)) => bitpack::decode(payload, width, w),
