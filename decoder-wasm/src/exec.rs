@@ -288,29 +288,43 @@ pub fn decode_chunk_bytes(body: &[u8], limits: &Limits) -> Result<LeBytes> {
 /// buffer, with the chunk at its place), else decoded and copied. The same
 /// checks, in the same order, and the xxh3 then taken of `out`.
 pub fn decode_chunk_into(body: &[u8], limits: &Limits, out: &mut [u8]) -> Result<()> {
-    let (node, chunk) = parse_chunk(body, limits, program::parse_borrowed)?;
-    if chunk.decoded_len != out.len() as u64 {
+    // In WebAssembly the chunk is decoded and copied: there `eval_into` and a
+    // second instance of the chunk checks would grow the module (past the npm
+    // package's size budget), and the output is copied into JavaScript anyway.
+    #[cfg(target_arch = "wasm32")]
+    {
+        let bytes = decode_chunk_bytes(body, limits)?;
+        copy_output(&bytes, out)
+    }
+    #[cfg(not(target_arch = "wasm32"))]
+    {
+        let (node, chunk) = parse_chunk(body, limits, program::parse_borrowed)?;
+        if chunk.decoded_len != out.len() as u64 {
+            return Err(FormatError::LengthMismatch {
+                what: "chunk length (against its output)",
+                expected: out.len() as u64,
+                found: chunk.decoded_len,
+            });
+        }
+        match WordsMut::from_le_bytes(chunk.root_width, out) {
+            Some(words) => eval_into(&node, chunk.root_width, words)?,
+            None => copy_output(&eval(&node)?.into_le_bytes()?, out)?,
+        }
+        check_checksum(out, chunk.decoded_xxh3)
+    }
+}
+
+/// Copies a chunk's decoded `bytes` into `out`, which must be as long.
+fn copy_output(bytes: &[u8], out: &mut [u8]) -> Result<()> {
+    if bytes.len() != out.len() {
         return Err(FormatError::LengthMismatch {
             what: "chunk length (against its output)",
             expected: out.len() as u64,
-            found: chunk.decoded_len,
+            found: bytes.len() as u64,
         });
     }
-    match WordsMut::from_le_bytes(chunk.root_width, out) {
-        Some(words) => eval_into(&node, chunk.root_width, words)?,
-        None => {
-            let bytes = eval(&node)?.into_le_bytes()?;
-            if bytes.len() != out.len() {
-                return Err(FormatError::LengthMismatch {
-                    what: "chunk length (against its output)",
-                    expected: out.len() as u64,
-                    found: bytes.len() as u64,
-                });
-            }
-            out.copy_from_slice(&bytes);
-        }
-    }
-    check_checksum(out, chunk.decoded_xxh3)
+    out.copy_from_slice(bytes);
+    Ok(())
 }
 
 /// [`decode_chunk_bytes`] of a whole chunk record (kind, length, body and
