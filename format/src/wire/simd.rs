@@ -1,4 +1,4 @@
-//! x86-64 fast paths (feature `simd`): AVX2 unpacking and a BMI2 build of
+//! x86-64 fast paths (feature `simd`): AVX2 and AVX-512 unpacking and a BMI2 build of
 //! `hsplit`'s lane loop, each the twin of a safe loop that stays the reference:
 //! the same inputs give the same words (tests below, and every other test of the
 //! crate), and the safe loop runs wherever the CPU lacks the feature and for
@@ -13,9 +13,11 @@
 //! earned it.
 
 use core::arch::x86_64::{
-    __m128i, __m256i, _mm256_and_si256, _mm256_broadcastsi128_si256, _mm256_or_si256, _mm256_packus_epi32,
+    __m128i, __m256i, __m512i, _mm256_and_si256, _mm256_broadcastsi128_si256, _mm256_or_si256, _mm256_packus_epi32,
     _mm256_permute4x64_epi64, _mm256_set1_epi32, _mm256_set_m128i, _mm256_shuffle_epi8, _mm256_sll_epi16,
-    _mm256_sll_epi32, _mm256_srlv_epi32, _mm_cvtsi32_si128,
+    _mm256_sll_epi32, _mm256_srlv_epi32, _mm512_and_si512, _mm512_cvtepi32_epi16, _mm512_inserti64x4, _mm512_or_si512,
+    _mm512_permutexvar_epi8, _mm512_set1_epi16, _mm512_set1_epi32, _mm512_sll_epi16, _mm512_sll_epi32,
+    _mm512_srlv_epi16, _mm512_srlv_epi32, _mm_cvtsi32_si128,
 };
 
 use super::hsplit;
@@ -25,6 +27,41 @@ use crate::stream::Word;
 /// Whether the CPU has AVX2 (cached by `std` after the first question).
 fn has_avx2() -> bool {
     std::is_x86_feature_detected!("avx2")
+}
+
+/// Whether the CPU has what the AVX-512 unpacking uses: 512-bit registers
+/// (AVX-512F), 16-bit lane shifts (BW) and a byte shuffle across all 64 bytes
+/// (VBMI). Always with AVX2, which takes what a 64-byte load would pass.
+fn has_avx512() -> bool {
+    std::is_x86_feature_detected!("avx512f")
+        && std::is_x86_feature_detected!("avx512bw")
+        && std::is_x86_feature_detected!("avx512vbmi")
+}
+
+/// Bytes an AVX-512 block loads from its first byte.
+const WIDE_LOAD: usize = 64;
+
+/// The byte shuffle (across 64 bytes) and the shifts that put each of the
+/// `LANES` words of a block in a lane of `LANE` bytes of its own: lane `i` gets
+/// the bytes from the one holding bit `i * k` (the word's first) on, as many as
+/// the lane holds, and the shift of that first bit. Bytes past the load are
+/// never asked for: the callers keep a block's bits within [`WIDE_LOAD`] bytes.
+fn wide_layout<const LANES: usize, const LANE: usize>(k: usize) -> ([u8; 64], [u32; LANES]) {
+    let mut order = [0u8; 64];
+    let mut shifts = [0u32; LANES];
+    for (i, shift) in shifts.iter_mut().enumerate() {
+        let first = i * k;
+        for j in 0..LANE {
+            order[i * LANE + j] = ((first / 8 + j) % WIDE_LOAD) as u8;
+        }
+        *shift = (first % 8) as u32;
+    }
+    (order, shifts)
+}
+
+/// The [`WIDE_LOAD`] bytes of `body` from `at`, if it has them.
+fn wide_load(body: &[u8], at: usize) -> Option<__m512i> {
+    Some(bytemuck::cast(*body.get(at..)?.first_chunk::<WIDE_LOAD>()?))
 }
 
 /// The byte shuffle and the shifts that put each word of a group of 8 in a 32-bit
@@ -70,12 +107,91 @@ pub(crate) fn unpack_u16<const SHIFT_IN: bool>(body: &[u8], k: u8, out: &mut [u1
     if !(1..=15).contains(&k) || !has_avx2() {
         return 0;
     }
+    let k = u32::from(k);
+    // AVX-512 first, AVX2 for the blocks it leaves: it stops where a 64-byte
+    // load would pass the end of `body`, before AVX2 has to, and on a block
+    // boundary, so together they do the blocks AVX2 alone would.
+    let done = if has_avx512() {
+        // SAFETY: the CPU has AVX-512F, BW and VBMI (checked just above), all a
+        // `target_feature` function needs.
+        #[allow(unsafe_code)]
+        unsafe {
+            unpack_u16_avx512::<SHIFT_IN>(body, k, out)
+        }
+    } else {
+        0
+    };
     // SAFETY: the only requirement of a `target_feature` function is that the CPU
     // has the feature, which the run-time check above established.
     #[allow(unsafe_code)]
-    unsafe {
-        unpack_u16_avx2::<SHIFT_IN>(body, u32::from(k), out)
+    let rest = unsafe { unpack_u16_avx2::<SHIFT_IN>(&body[done / 8 * k as usize..], k, &mut out[done..]) };
+    done + rest
+}
+
+/// [`unpack_u16`]'s AVX-512 part: blocks of 32 words (`4k` bytes), each from one
+/// 64-byte load. For `k <= 9` a word's bits lie within the 2 bytes from its
+/// first one (`7 + 9 <= 16`): a byte shuffle gives each word's 16-bit lane those
+/// 2 bytes, a per-lane shift and a mask leave its value. Wider words take a
+/// 32-bit lane (3 bytes) each, two shuffles of the load a block, narrowed to 16
+/// bits. Stops at the first block whose load would pass the end of `body` or
+/// which `out` does not hold whole; returns the words written (a multiple of 32).
+#[target_feature(enable = "avx512f,avx512bw,avx512vbmi")]
+fn unpack_u16_avx512<const SHIFT_IN: bool>(body: &[u8], k: u32, out: &mut [u16]) -> usize {
+    let kb = k as usize;
+    let count = _mm_cvtsi32_si128(k as i32);
+    let mut done = 0;
+    if kb <= 9 {
+        let (order, shifts) = wide_layout::<32, 2>(kb);
+        let order: __m512i = bytemuck::cast(order);
+        let shifts: __m512i = bytemuck::cast(shifts.map(|s| s as u16));
+        let values = _mm512_set1_epi16(((1u32 << k) - 1) as i16);
+        for (b, o) in out.chunks_exact_mut(32).enumerate() {
+            let Some(bytes) = wide_load(body, b * 4 * kb) else {
+                break;
+            };
+            let lanes = _mm512_permutexvar_epi8(order, bytes);
+            let words = _mm512_and_si512(_mm512_srlv_epi16(lanes, shifts), values);
+            let Some(o) = o.first_chunk_mut::<32>() else { break };
+            put_wide::<SHIFT_IN, _>(o, words, |old| _mm512_sll_epi16(old, count));
+            done += 32;
+        }
+    } else {
+        // Words 0-15 from the load's start, 16-31 from its byte `2k` (bit
+        // `16k`): the same layout for both halves, 16 words of at most 15 bits
+        // ending by byte `2k + 30 < 64`.
+        let (order, shifts) = wide_layout::<16, 4>(kb);
+        let order_low: __m512i = bytemuck::cast(order);
+        let order_high: __m512i = bytemuck::cast(order.map(|i| i + 2 * kb as u8));
+        let shifts: __m512i = bytemuck::cast(shifts);
+        let values = _mm512_set1_epi32((1 << k) - 1);
+        let half = |bytes: __m512i, order: __m512i| {
+            let lanes = _mm512_permutexvar_epi8(order, bytes);
+            _mm512_cvtepi32_epi16(_mm512_and_si512(_mm512_srlv_epi32(lanes, shifts), values))
+        };
+        for (b, o) in out.chunks_exact_mut(32).enumerate() {
+            let Some(bytes) = wide_load(body, b * 4 * kb) else {
+                break;
+            };
+            let low: __m512i = bytemuck::cast([half(bytes, order_low), _mm256_set1_epi32(0)]);
+            let words = _mm512_inserti64x4::<1>(low, half(bytes, order_high));
+            let Some(o) = o.first_chunk_mut::<32>() else { break };
+            put_wide::<SHIFT_IN, _>(o, words, |old| _mm512_sll_epi16(old, count));
+            done += 32;
+        }
     }
+    done
+}
+
+/// Stores `words` (64 bytes) over `o`, with `SHIFT_IN` or-ed with the old ones
+/// as `shift_old` shifts them.
+#[target_feature(enable = "avx512f")]
+fn put_wide<const SHIFT_IN: bool, T: bytemuck::Pod>(o: &mut T, words: __m512i, shift_old: impl Fn(__m512i) -> __m512i) {
+    let words = if SHIFT_IN {
+        _mm512_or_si512(shift_old(bytemuck::cast(*o)), words)
+    } else {
+        words
+    };
+    *o = bytemuck::cast(words);
 }
 
 /// [`unpack_u16`] once AVX2 is known to be there. A group of 8 words (`k`
@@ -120,11 +236,48 @@ pub(crate) fn unpack_u32<const SHIFT_IN: bool>(body: &[u8], k: u8, out: &mut [u3
     if !(1..=25).contains(&k) || !has_avx2() {
         return 0;
     }
+    let k = u32::from(k);
+    // As in `unpack_u16`: AVX-512 stops before AVX2 has to, on a group boundary.
+    let done = if has_avx512() {
+        // SAFETY: the CPU has AVX-512F, BW and VBMI (checked just above).
+        #[allow(unsafe_code)]
+        unsafe {
+            unpack_u32_avx512::<SHIFT_IN>(body, k, out)
+        }
+    } else {
+        0
+    };
     // SAFETY: as in `unpack_u16`, the CPU has AVX2 (checked above).
     #[allow(unsafe_code)]
-    unsafe {
-        unpack_u32_avx2::<SHIFT_IN>(body, u32::from(k), out)
+    let rest = unsafe { unpack_u32_avx2::<SHIFT_IN>(&body[done / 8 * k as usize..], k, &mut out[done..]) };
+    done + rest
+}
+
+/// [`unpack_u32`]'s AVX-512 part: blocks of 16 words (`2k` bytes), each from one
+/// 64-byte load (16 words of at most 25 bits end by byte 50); a byte shuffle
+/// gives each word's 32-bit lane the 4 bytes from its first one (`7 + 25 <=
+/// 32`), a per-lane shift and a mask leave its value. Stops as
+/// [`unpack_u16_avx512`] does; returns the words written (a multiple of 16).
+#[target_feature(enable = "avx512f,avx512bw,avx512vbmi")]
+fn unpack_u32_avx512<const SHIFT_IN: bool>(body: &[u8], k: u32, out: &mut [u32]) -> usize {
+    let kb = k as usize;
+    let (order, shifts) = wide_layout::<16, 4>(kb);
+    let order: __m512i = bytemuck::cast(order);
+    let shifts: __m512i = bytemuck::cast(shifts);
+    let values = _mm512_set1_epi32(((1u64 << k) - 1) as i32);
+    let count = _mm_cvtsi32_si128(k as i32);
+    let mut done = 0;
+    for (b, o) in out.chunks_exact_mut(16).enumerate() {
+        let Some(bytes) = wide_load(body, b * 2 * kb) else {
+            break;
+        };
+        let lanes = _mm512_permutexvar_epi8(order, bytes);
+        let words = _mm512_and_si512(_mm512_srlv_epi32(lanes, shifts), values);
+        let Some(o) = o.first_chunk_mut::<16>() else { break };
+        put_wide::<SHIFT_IN, _>(o, words, |old| _mm512_sll_epi32(old, count));
+        done += 16;
     }
+    done
 }
 
 /// [`unpack_u32`] once AVX2 is known to be there: words 0-3 of a group from
@@ -279,6 +432,47 @@ mod tests {
                 loads_fit: |from, k, len| from / 8 * k + 4 * k / 8 + 16 <= len,
             },
             11,
+        );
+    }
+
+    /// The AVX-512 parts alone (the tests above run them through the dispatch,
+    /// where AVX2 takes what they leave): each block whose 64-byte load fits.
+    #[test]
+    fn avx512_blocks_match_words_read_bit_by_bit() {
+        if !has_avx512() {
+            std::eprintln!("no AVX-512 (F, BW, VBMI) here: its unpacking is not tested");
+            return;
+        }
+        // SAFETY (both closures): the CPU has AVX-512F, BW and VBMI (checked above).
+        #[allow(unsafe_code)]
+        matches_words_read_bit_by_bit(
+            Kernel::<u16> {
+                max_k: 15,
+                block: 32,
+                unpack: |shift_in, body, k, out| unsafe {
+                    match shift_in {
+                        true => unpack_u16_avx512::<true>(body, k.into(), out),
+                        false => unpack_u16_avx512::<false>(body, k.into(), out),
+                    }
+                },
+                loads_fit: |from, k, len| from * k / 8 + WIDE_LOAD <= len,
+            },
+            13,
+        );
+        #[allow(unsafe_code)]
+        matches_words_read_bit_by_bit(
+            Kernel::<u32> {
+                max_k: 25,
+                block: 16,
+                unpack: |shift_in, body, k, out| unsafe {
+                    match shift_in {
+                        true => unpack_u32_avx512::<true>(body, k.into(), out),
+                        false => unpack_u32_avx512::<false>(body, k.into(), out),
+                    }
+                },
+                loads_fit: |from, k, len| from * k / 8 + WIDE_LOAD <= len,
+            },
+            17,
         );
     }
 
