@@ -318,14 +318,18 @@ fn decode_high<W: Word>(
 /// of the `--fast-decode` BF16 corpus archive, whose small tensors each build one.
 /// `tests::tables_built_by_ranges_match_slot_by_slot` holds it to that definition.
 fn multi_table(syms: &[u32], lens: &[u8], codes: &[u32]) -> Result<Vec<u64>> {
-    // (length, code, symbol), shortest first.
-    let mut by_len: Vec<(u32, usize, u64)> = lens
-        .iter()
-        .zip(codes)
-        .zip(syms)
-        .map(|((&l, &c), &s)| (u32::from(l), c as usize, u64::from(s)))
-        .collect();
-    by_len.sort_unstable_by_key(|&(l, _, _)| l);
+    // (length, code, symbol), shortest first. Lengths are 1 to 12 (the caller
+    // checked the code is complete and no deeper).
+    // (A pass per length, not a sort: a sort's code made the WebAssembly module
+    // 2.3 KB gzipped larger, past the npm package's budget.)
+    let mut by_len = Vec::with_capacity(lens.len());
+    for len in 1..=TABLE_BITS {
+        for ((&l, &c), &s) in lens.iter().zip(codes).zip(syms) {
+            if u32::from(l) == len {
+                by_len.push((len, c as usize, u64::from(s)));
+            }
+        }
+    }
     let mut table = vec![0u64; SLOTS];
     let mut fill = |at: usize, left: u32, entry: u64| -> Result<()> {
         table
