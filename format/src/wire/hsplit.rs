@@ -326,7 +326,8 @@ fn decode_high<W: Word>(
 /// (disjoint from its siblings'), so at most 3 x 4096 fills, each a `fill` of a
 /// run of slots. Slot by slot (each slot's first code looked up, then the next
 /// ones from the bits left, zero-padded) it was 3.3-3.7% of a one-thread `verify`
-/// of the `--fast-decode` BF16 corpus archive, whose small tensors each build one.
+/// of the `--fast-decode` BF16 corpus archive, whose small tensors each build one
+/// (`perf record`; 1.6-1.8% built by ranges).
 /// `tests::tables_built_by_ranges_match_slot_by_slot` holds it to that definition.
 fn multi_table(syms: &[u32], lens: &[u8], codes: &[u32]) -> Result<Vec<u64>> {
     // (length, code, symbol), shortest first. Lengths are 1 to 12 (the caller
