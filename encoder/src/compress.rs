@@ -139,6 +139,9 @@ pub struct FileReport {
     /// Chunks whose synthesized program failed verification and were stored raw
     /// instead (always 0 unless the encoder has a bug).
     pub verify_fallbacks: u64,
+    /// Time spent decoding chunks to verify them, summed over threads
+    /// (`--report`'s phase split).
+    pub verify_time: Duration,
     /// Wall time.
     pub elapsed: Duration,
 }
@@ -429,6 +432,8 @@ struct Encoded {
     fell_back: bool,
     /// The program's template, where the synthesizer offers one.
     offer: Option<Template>,
+    /// Time taken by the verifying decodes.
+    verify_time: Duration,
 }
 
 /// Synthesizes (building `template` first, where the synthesizer reuses
@@ -446,6 +451,7 @@ fn encode_chunk(
     let (node, offer) = synth.synthesize_reusing(&root, hint, template);
     let sum = chunk_checksum(bytes);
     let body = ChunkRecord::body(bytes.len() as u64, sum, root_width, &serialize(&node));
+    let verifying = Instant::now();
     // Compared as decoded, without a copy into bytes (`LeBytes`).
     if decode_chunk_bytes(&body, limits).ok().as_deref() == Some(bytes) {
         return Ok(Encoded {
@@ -453,6 +459,7 @@ fn encode_chunk(
             program: node.to_string(),
             fell_back: false,
             offer,
+            verify_time: verifying.elapsed(),
         });
     }
     let raw = crate::synth::lit::lit(&root, LitEncoding::Raw, 0).context("raw literal")?;
@@ -464,6 +471,7 @@ fn encode_chunk(
         program: raw.to_string(),
         fell_back: true,
         offer: None,
+        verify_time: verifying.elapsed(),
     })
 }
 
@@ -703,6 +711,7 @@ fn compress_chunks<W: Write>(
     };
     let mut next_segment = 0usize;
     let mut verify_fallbacks = 0;
+    let mut verify_time = Duration::ZERO;
     let write_segment_header = |w: &mut ArchiveWriter<W>, i: usize, segments: &mut [SegmentReport]| -> Result<()> {
         let before = w.offset();
         w.segment(&SegmentRecord {
@@ -783,6 +792,7 @@ fn compress_chunks<W: Write>(
                 s.compressed += w.offset() - before;
                 s.programs.push(e.program);
                 verify_fallbacks += u64::from(e.fell_back);
+                verify_time += e.verify_time;
                 Ok(())
             },
         )?;
@@ -804,6 +814,7 @@ fn compress_chunks<W: Write>(
         compressed: w.offset() - start_offset,
         segments,
         verify_fallbacks,
+        verify_time,
         elapsed: started.elapsed(),
     })
 }

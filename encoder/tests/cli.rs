@@ -279,6 +279,31 @@ fn compress_report_and_inspect_usage() {
         !r.contains("\"candidates\": 0, \"search_ms\""),
         "a chunk without candidates: {r}"
     );
+    // The phases split the synthesis time by chunk: the searched chunks' and
+    // the template-built chunks' add up to every chunk's, and verifying took time.
+    let json: serde_json::Value = serde_json::from_str(&r).expect("the report is JSON");
+    let phase = |k: &str| {
+        json["phase_seconds"][k]
+            .as_f64()
+            .unwrap_or_else(|| panic!("phase {k}: {r}"))
+    };
+    let (mut searched_ms, mut templated_ms) = (0.0, 0.0);
+    for c in json["tensors"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .flat_map(|t| t["chunks"].as_array().unwrap())
+    {
+        let ms = c["search_ms"].as_f64().unwrap();
+        if c["from_template"].as_bool().expect("from_template") {
+            templated_ms += ms;
+        } else {
+            searched_ms += ms;
+        }
+    }
+    assert!((phase("searched") - searched_ms / 1e3).abs() < 0.01, "{r}");
+    assert!((phase("from_template") - templated_ms / 1e3).abs() < 0.01, "{r}");
+    assert!(phase("searched") > 0.0 && phase("verify") > 0.0, "{r}");
     let size = fs::metadata(d.join("model.safetensors.brv")).unwrap().len();
     assert!(r.contains(&format!("\"archive_bytes\": {size},")));
     // Brackets balance (the report is one JSON object).

@@ -166,6 +166,9 @@ pub struct Solved {
     pub expansions: usize,
     /// The winning program's choices, `(context, production)`, when traced.
     pub trace: Vec<(Context, Prod)>,
+    /// With `trace`: the encoding of the literal each production closed (as
+    /// built on the whole chunk), `None` for the others.
+    pub lits: Vec<Option<LitEncoding>>,
 }
 
 /// An open hole.
@@ -205,6 +208,14 @@ impl Leaf {
         match self {
             Leaf::Node(n) => serialized_size(n),
             Leaf::Lit { size, .. } => *size,
+        }
+    }
+
+    /// The encoding of a literal leaf.
+    fn encoding(&self) -> Option<LitEncoding> {
+        match self {
+            Leaf::Node(Node::Lit { encoding, .. }) | Leaf::Lit { encoding, .. } => Some(*encoding),
+            Leaf::Node(_) => None,
         }
     }
 
@@ -276,7 +287,7 @@ impl Ord for Entry {
 }
 
 /// Key of a built leaf: the target's hash, width, length, and what closed it.
-type LeafKey = (u64, u8, usize, Prod, LitMode, bool);
+type LeafKey = (u64, u8, usize, Prod, LitMode, bool, Option<LitEncoding>);
 
 struct Run<'a> {
     search: &'a AStarSearch,
@@ -320,8 +331,10 @@ impl Run<'_> {
         c
     }
 
-    /// The leaf `p` closes `hole` with (`None` when it does not apply).
-    fn close(&mut self, p: Prod, hole: &Hole, bound: usize) -> Option<Arc<Leaf>> {
+    /// The leaf `p` closes `hole` with (`None` when it does not apply); a
+    /// literal tries only the encoding `hint` names where there is one
+    /// ([`LitPolicy::for_template_leaf`]).
+    fn close(&mut self, p: Prod, hole: &Hole, bound: usize, hint: Option<LitEncoding>) -> Option<Arc<Leaf>> {
         let s = &*hole.s;
         let root = matches!(hole.role, Role::Root(_)) && hole.depth == 0;
         match p {
@@ -335,7 +348,7 @@ impl Run<'_> {
                 let width = s.width();
                 // The words as the raw wire encoding lays them out (any width).
                 let bytes = brevis_format::with_words!(s.words(), w => brevis_format::wire::raw::encode(w, width));
-                let key = (chunk_checksum(&bytes), width, s.len(), p, mode, root);
+                let key = (chunk_checksum(&bytes), width, s.len(), p, mode, root, hint);
                 if let Some((n, b)) = self.memo.get(&key) {
                     // A leaf built with at least this bound tried at least as much.
                     if *b >= bound {
@@ -346,6 +359,9 @@ impl Run<'_> {
                     Prod::Ctx(k) => Leaf::Node(ctx_leaf(s, k)?),
                     _ => {
                         let mut policy = self.search.policy(mode);
+                        if let Some(e) = hint {
+                            policy = policy.for_template_leaf(e);
+                        }
                         // As the menu: roots of few distinct words always get the slow zstd trial.
                         if root && mostly_repeated_words(s) {
                             policy.zstd_retry_within = f64::INFINITY;
@@ -371,6 +387,11 @@ impl Run<'_> {
 
     /// Applies `p` to the top hole of `st`; false if it does not apply.
     fn apply(&mut self, st: &mut State, p: Prod, bound: usize) -> bool {
+        self.apply_hinted(st, p, bound, None)
+    }
+
+    /// [`Self::apply`], a literal closing the hole trying only `hint`'s encoding.
+    fn apply_hinted(&mut self, st: &mut State, p: Prod, bound: usize, hint: Option<LitEncoding>) -> bool {
         let hole = st.open.pop().expect("a hole to apply to");
         if self.trace {
             if let Some(c) = &hole.ctx {
@@ -378,7 +399,7 @@ impl Run<'_> {
             }
         }
         if p.closes() {
-            let Some(leaf) = self.close(p, &hole, bound) else {
+            let Some(leaf) = self.close(p, &hole, bound, hint) else {
                 return false;
             };
             st.g += leaf.size();
@@ -471,13 +492,20 @@ impl<'a> Run<'a> {
     /// Applies `prods` (a program's productions in pre-order) to `st` until it
     /// is complete; `None` if one does not apply or their number is not the
     /// program's.
-    fn replay(&mut self, mut st: State, prods: &[Prod]) -> Option<State> {
-        let mut prods = prods.iter();
+    fn replay(&mut self, st: State, prods: &[Prod]) -> Option<State> {
+        self.replay_hinted(st, prods, &[])
+    }
+
+    /// [`Self::replay`], the literal closed by production `i` trying only the
+    /// encoding `lits[i]` names, where it names one.
+    fn replay_hinted(&mut self, mut st: State, prods: &[Prod], lits: &[Option<LitEncoding>]) -> Option<State> {
+        let mut prods = prods.iter().enumerate();
         while !st.open.is_empty() {
-            let &p = prods.next()?;
+            let (i, &p) = prods.next()?;
             self.expansions += 1;
             super::count_candidate();
-            if !self.apply(&mut st, p, usize::MAX) {
+            let hint = lits.get(i).copied().flatten();
+            if !self.apply_hinted(&mut st, p, usize::MAX, hint) {
                 return None;
             }
         }
@@ -578,7 +606,7 @@ impl AStarSearch {
         let start = run.start(root, hint);
         let fresh = start.clone();
         let reused = template.and_then(|t| {
-            let built = run.replay(start.clone(), &t.prods)?;
+            let built = run.replay_hinted(start.clone(), &t.prods, &t.lits)?;
             let allowed = t.bytes_per_word * root.len() as f64 * (1.0 + TEMPLATE_SLACK);
             (built.g as f64 <= allowed).then_some(built)
         });
@@ -640,12 +668,24 @@ impl AStarSearch {
         let node = build(&mut best.steps.iter());
         debug_assert_eq!(serialized_size(&node), best.g);
         let node = prefer_fast_root(root, node, &self.lit);
+        // Every applied production pushed one step and (when traced) one
+        // choice, in the same order.
+        let lits = best
+            .trace
+            .iter()
+            .zip(&best.steps)
+            .map(|((_, p), step)| match (p, step) {
+                (Prod::Lit, Step::Leaf(leaf)) => leaf.encoding(),
+                _ => None,
+            })
+            .collect();
         Solved {
             size: serialized_size(&node),
             node,
             searched_size: best.g,
             from_template,
             expansions: run.expansions,
+            lits,
             trace: best
                 .trace
                 .into_iter()
@@ -742,6 +782,7 @@ impl Synthesizer for AStarSearch {
             // The search's size (the trace's program), not `prefer_fast_root`'s.
             bytes_per_word: solved.searched_size as f64 / root.len().max(1) as f64,
             prods: solved.trace.into_iter().map(|(_, p)| p).collect(),
+            lits: solved.lits,
         });
         (solved.node, offer)
     }
@@ -897,7 +938,7 @@ mod tests {
         for p in productions(s, role, &run.grammar, depth) {
             let size = if p.closes() {
                 let hole = run.hole(s.clone(), role, depth, None);
-                run.close(p, &hole, usize::MAX).map(|l| l.size())
+                run.close(p, &hole, usize::MAX, None).map(|l| l.size())
             } else {
                 open(p, s, role).map(|o| {
                     let k = o.children.len();
@@ -1184,6 +1225,48 @@ mod tests {
             long.push(Prod::Lit);
             assert!(run.replay(start, &long).is_none(), "{hint:?}");
         }
+    }
+
+    #[test]
+    fn a_programs_literal_encodings_line_up_with_its_productions() {
+        let mut hinted = 0;
+        for (s, hint) in cases(3000) {
+            let search = AStarSearch::with_effort(1);
+            let solved = search.solve(&s, hint, true);
+            let prods: Vec<Prod> = solved.trace.iter().map(|(_, p)| *p).collect();
+            assert_eq!(solved.lits.len(), prods.len(), "{hint:?}");
+            for (p, e) in prods.iter().zip(&solved.lits) {
+                assert_eq!(e.is_some(), *p == Prod::Lit, "{hint:?}: {p:?} {e:?}");
+            }
+            hinted += solved.lits.iter().flatten().count();
+            // Each literal trying only its own encoding's costly trials
+            // (`for_template_leaf`) picks that encoding again: the same program.
+            let mut run = Run::new(&search, true);
+            let start = run.start(&s, hint);
+            let st = run
+                .replay_hinted(start, &prods, &solved.lits)
+                .expect("the program's own productions apply");
+            assert_eq!(
+                build(&mut st.steps.iter()).to_string(),
+                solved.node.to_string(),
+                "{hint:?}"
+            );
+        }
+        assert!(hinted > 0, "no case closed a hole with Prod::Lit");
+    }
+
+    #[test]
+    fn a_template_leaf_skips_the_costly_trials_its_encoding_did_not_need() {
+        let p = LitPolicy::new(19, 1.08);
+        let huff = p.for_template_leaf(LitEncoding::Huffman);
+        assert_eq!((huff.zstd_level, huff.rans, huff.nbr), (0, false, true));
+        let zstd = p.for_template_leaf(LitEncoding::Zstd);
+        assert_eq!((zstd.zstd_level, zstd.rans), (19, false));
+        let rans = p.for_template_leaf(LitEncoding::Rans);
+        assert_eq!((rans.zstd_level, rans.rans), (0, true));
+        // Fast-decode's hsplit stays on; so does nbr where the policy has it.
+        let fast = p.fast_decode().for_template_leaf(LitEncoding::HSplit);
+        assert!(fast.hsplit && !fast.nbr && !fast.rans && fast.zstd_level == 0);
     }
 
     #[test]

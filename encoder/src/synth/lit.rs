@@ -28,6 +28,8 @@ pub struct LitPolicy {
     /// `--fast-decode`: it gives up a little of the low bits' skew, and the
     /// ratio-first archives stay as they were.
     pub hsplit: bool,
+    /// Try `Lit.rans` (where its estimate says it could be kept).
+    pub rans: bool,
 }
 
 /// [`LitPolicy::tensor_zstd_retry`] by default: for the chunks of tensors (and of
@@ -63,6 +65,28 @@ impl LitPolicy {
             decode_slack_ppm: DECODE_SLACK_PPM,
             nbr: true,
             hsplit: false,
+            rans: true,
+        }
+    }
+
+    /// The policy for a leaf of a chunk built from an earlier chunk's template
+    /// whose leaf there was coded as `encoding`: the zstd and `Lit.rans` trials
+    /// only where that leaf was coded so. A like chunk's leaves are coded alike
+    /// almost everywhere, and those trials (a zstd frame of every leaf, a rANS
+    /// table built wherever its estimate could win) were a fifth of building
+    /// the corpus's chunks from templates (`bench/compress_phases.py`), for
+    /// 55 KB of its 659 MB of archives. `Lit.nbr` is still tried where it looks
+    /// promising: its gains differ from chunk to chunk (trying it only where
+    /// the template's leaf used it made isnet's quint8 ONNX 200 KB larger).
+    pub fn for_template_leaf(self, encoding: LitEncoding) -> Self {
+        LitPolicy {
+            zstd_level: if encoding == LitEncoding::Zstd {
+                self.zstd_level
+            } else {
+                0
+            },
+            rans: self.rans && encoding == LitEncoding::Rans,
+            ..self
         }
     }
 
@@ -359,7 +383,8 @@ pub fn pick_lit_below(s: &Stream, policy: &LitPolicy, bound: usize) -> PickedLit
     // slack. Where it cannot, its estimate stands in for its size in the zstd
     // retry below (as its exact size did when it was always coded).
     let mut rans_estimate = None;
-    if let Some(plan) = counts.as_ref().and_then(|c| wire::rans_plan_counted(s, c)) {
+    let rans_plan = || counts.as_ref().and_then(|c| wire::rans_plan_counted(s, c));
+    if let Some(plan) = policy.rans.then(rans_plan).flatten() {
         let estimate = lit_size(s, plan.estimated_len().ceil() as usize);
         let faster = pick(&sizes, policy.decode_slack_ppm)
             .and_then(|e| sizes.iter().find(|(f, _)| *f == e))

@@ -88,12 +88,16 @@ pub trait Synthesizer: Sync {
 }
 
 /// The shape of a program: its productions in pre-order (operators, field
-/// widths, context splits; not its literals' encodings), which a later chunk
-/// like the one it was found for can build on its own words instead of
-/// searching ([`Synthesizer::synthesize_reusing`]), and the bytes per word it
-/// took there.
+/// widths, context splits) with the encoding each of its literals took, which
+/// a later chunk like the one it was found for can build on its own words
+/// instead of searching ([`Synthesizer::synthesize_reusing`]), and the bytes
+/// per word it took there.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Template {
     pub(crate) prods: Vec<productions::Prod>,
+    /// The encoding of the literal each production closed there (`None` for
+    /// the others), which the chunk's literals favour
+    /// ([`lit::LitPolicy::for_template_leaf`]).
+    pub(crate) lits: Vec<Option<brevis_format::wire::LitEncoding>>,
     pub(crate) bytes_per_word: f64,
 }

@@ -19,12 +19,25 @@ use brevis_format::wire::LitEncoding;
 
 use crate::common::CorruptArchive;
 
+/// What the recorder notes of one chunk's synthesis.
+#[derive(Clone, Copy, Default)]
+struct ChunkStats {
+    /// Time in the synthesizer: the search (or the template's build) and the
+    /// build of the winning program's literals.
+    time: Duration,
+    /// Candidates compared.
+    candidates: u64,
+    /// Built from an earlier chunk's template, not searched: given one, the
+    /// synthesizer offers no template of its own.
+    from_template: bool,
+}
+
 /// Wraps a synthesizer and records, per chunk (keyed by the xxh3 and length of
-/// its bytes, as its CHUNK record states them), the search time and the
-/// candidates compared.
+/// its bytes, as its CHUNK record states them), the search time, the
+/// candidates compared and whether it was built from a template.
 pub struct Recorder<'a> {
     inner: &'a dyn Synthesizer,
-    stats: Mutex<HashMap<(u64, u64), (Duration, u64)>>,
+    stats: Mutex<HashMap<(u64, u64), ChunkStats>>,
 }
 
 impl<'a> Recorder<'a> {
@@ -46,14 +59,15 @@ impl Synthesizer for Recorder<'_> {
         let t = Instant::now();
         let found = self.inner.synthesize_reusing(root, hint, template);
         let elapsed = t.elapsed();
-        let candidates = take_candidates();
+        let stats = ChunkStats {
+            time: elapsed,
+            candidates: take_candidates(),
+            from_template: template.is_some() && found.1.is_none(),
+        };
         let mut bytes = Vec::with_capacity(root.mem_bytes());
         if root.write_le_bytes(&mut bytes).is_ok() {
             let key = (chunk_checksum(&bytes), bytes.len() as u64);
-            self.stats
-                .lock()
-                .expect("recorder lock")
-                .insert(key, (elapsed, candidates));
+            self.stats.lock().expect("recorder lock").insert(key, stats);
         }
         found
     }
@@ -218,6 +232,8 @@ pub fn report_json(
     let stats = recorder.stats.lock().expect("recorder lock");
     let mut usage = Usage::default();
     let mut tensors = Vec::new();
+    // Synthesis time of the chunks searched and of those built from a template.
+    let (mut searched, mut templated) = (Duration::ZERO, Duration::ZERO);
     walk_archive(&a, &limits, |path, name, kind, len, chunks| {
         let mut t = String::new();
         let (dtype, shape) = match kind {
@@ -230,13 +246,16 @@ pub fn report_json(
         let mut progs = Vec::new();
         for (node, bytes, sum, dlen) in &chunks {
             usage.add(node);
-            let (dt, n) = stats.get(&(*sum, *dlen)).copied().unwrap_or_default();
-            time += dt;
-            cands += n;
+            let c = stats.get(&(*sum, *dlen)).copied().unwrap_or_default();
+            time += c.time;
+            cands += c.candidates;
+            *if c.from_template { &mut templated } else { &mut searched } += c.time;
             progs.push(format!(
-                "{{\"program\": {}, \"bytes\": {bytes}, \"candidates\": {n}, \"search_ms\": {:.3}}}",
+                "{{\"program\": {}, \"bytes\": {bytes}, \"candidates\": {}, \"search_ms\": {:.3}, \"from_template\": {}}}",
                 json_str(&node.to_string()),
-                dt.as_secs_f64() * 1e3
+                c.candidates,
+                c.time.as_secs_f64() * 1e3,
+                c.from_template
             ));
         }
         let _ = write!(
@@ -251,13 +270,17 @@ pub fn report_json(
         tensors.push(t);
     })?;
     let verify: u64 = reports.iter().map(|r| r.verify_fallbacks).sum();
+    let verify_time: Duration = reports.iter().map(|r| r.verify_time).sum();
     let original: u64 = reports.iter().map(|r| r.size).sum();
     let mut out = String::new();
     let _ = write!(
         out,
-        "{{\n\"archive_bytes\": {}, \"original_bytes\": {original}, \"seconds\": {:.3},\n\"usage\": ",
+        "{{\n\"archive_bytes\": {}, \"original_bytes\": {original}, \"seconds\": {:.3},\n\"phase_seconds\": {{\"searched\": {:.3}, \"from_template\": {:.3}, \"verify\": {:.3}}},\n\"usage\": ",
         archive.len(),
-        elapsed.as_secs_f64()
+        elapsed.as_secs_f64(),
+        searched.as_secs_f64(),
+        templated.as_secs_f64(),
+        verify_time.as_secs_f64()
     );
     usage.json(&mut out);
     let _ = write!(
