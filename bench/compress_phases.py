@@ -32,6 +32,11 @@ ROOT = Path(__file__).resolve().parent.parent
 START, END = "<!-- compress-phases:start -->", "<!-- compress-phases:end -->"
 
 
+def git_rev() -> str:
+    r = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"], capture_output=True, text=True)
+    return r.stdout.strip() or "unknown"
+
+
 def one_run(binary: str, path: str, scratch: Path) -> tuple[float, dict]:
     out, rep = scratch / "a.brv", scratch / "r.json"
     t = time.perf_counter()
@@ -75,7 +80,7 @@ def main() -> None:
     lines = [
         f"- Command: `bench/compress_phases.py --runs {args.runs} --write FILE...` "
         f"(`brevis compress --threads 1 --report`, default effort; each file's fastest of {args.runs} runs)",
-        f"- Machine: {platform.machine()}, {os.cpu_count()} CPUs; "
+        f"- Build: git {git_rev()}; machine: {platform.machine()}, {os.cpu_count()} CPUs; "
         f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}",
         "- Seconds of wall time (share of the file's). *searched*: the synthesizer on the chunks it searched, "
         "their winning program's literals built on the whole chunk included; *from template*: on the chunks "
