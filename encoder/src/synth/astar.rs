@@ -166,8 +166,8 @@ pub struct Solved {
     pub expansions: usize,
     /// The winning program's choices, `(context, production)`, when traced.
     pub trace: Vec<(Context, Prod)>,
-    /// With `trace`: the encoding of the literal each production closed (as
-    /// built on the whole chunk), `None` for the others.
+    /// When traced: the encoding of the literal each production of `trace`
+    /// closed (as built on the whole chunk), `None` for the other productions.
     pub lits: Vec<Option<LitEncoding>>,
 }
 
@@ -331,9 +331,9 @@ impl Run<'_> {
         c
     }
 
-    /// The leaf `p` closes `hole` with (`None` when it does not apply); a
-    /// literal tries only the encoding `hint` names where there is one
-    /// ([`LitPolicy::for_template_leaf`]).
+    /// The leaf `p` closes `hole` with (`None` when it does not apply); given
+    /// `hint`, the encoding a template's literal took there, a literal runs the
+    /// costly trials only for that encoding ([`LitPolicy::for_template_leaf`]).
     fn close(&mut self, p: Prod, hole: &Hole, bound: usize, hint: Option<LitEncoding>) -> Option<Arc<Leaf>> {
         let s = &*hole.s;
         let root = matches!(hole.role, Role::Root(_)) && hole.depth == 0;
@@ -390,7 +390,7 @@ impl Run<'_> {
         self.apply_hinted(st, p, bound, None)
     }
 
-    /// [`Self::apply`], a literal closing the hole trying only `hint`'s encoding.
+    /// [`Self::apply`], a literal closing the hole hinted as in [`Self::close`].
     fn apply_hinted(&mut self, st: &mut State, p: Prod, bound: usize, hint: Option<LitEncoding>) -> bool {
         let hole = st.open.pop().expect("a hole to apply to");
         if self.trace {
@@ -496,8 +496,8 @@ impl<'a> Run<'a> {
         self.replay_hinted(st, prods, &[])
     }
 
-    /// [`Self::replay`], the literal closed by production `i` trying only the
-    /// encoding `lits[i]` names, where it names one.
+    /// [`Self::replay`], the literal closed by production `i` hinted with the
+    /// encoding `lits[i]` names, where it names one (see [`Self::close`]).
     fn replay_hinted(&mut self, mut st: State, prods: &[Prod], lits: &[Option<LitEncoding>]) -> Option<State> {
         let mut prods = prods.iter().enumerate();
         while !st.open.is_empty() {

@@ -144,17 +144,8 @@ impl Table {
 /// minimizes its own bits plus the data's, `scale_bits` up to `max_scale` (or the
 /// alphabet's need). Returns the table and that cost in bits.
 fn fit(syms: Vec<u32>, counts: &[u64], max_scale: u32, ln_inv: &mut LnInv) -> (Table, f64) {
-    fit_scales(syms, counts, max_scale, ln_inv, STOP_WHEN_TABLE_EXCEEDS_LOSS)
+    fit_scales(syms, counts, max_scale, ln_inv, true)
 }
-
-/// Over the scales, a table's bits grow (about a bit per frequency a scale)
-/// while the data's fall towards their entropy. So once a scale's table alone
-/// costs at least the best cost so far less the entropy, no larger scale can
-/// do better (taking the table bits not to fall as the scale grows), and
-/// [`fit`] stops there. Trying every scale (a table normalized at each, up to
-/// 12 or 15, for every context of every estimate) was 12% of one-thread
-/// compression of the corpus (`perf record`).
-const STOP_WHEN_TABLE_EXCEEDS_LOSS: bool = true;
 
 /// [`fit`], trying every scale unless `stop_early`.
 fn fit_scales(syms: Vec<u32>, counts: &[u64], max_scale: u32, ln_inv: &mut LnInv, stop_early: bool) -> (Table, f64) {
@@ -197,6 +188,12 @@ fn fit_scales(syms: Vec<u32>, counts: &[u64], max_scale: u32, ln_inv: &mut LnInv
         if scale > lo + 2 && n < (1u64 << scale) {
             break;
         }
+        // Over the scales a table's bits grow (about a bit per frequency a
+        // scale) while the data's fall towards their entropy: once this scale's
+        // table alone costs at least the best cost so far less the entropy, no
+        // larger scale's (no smaller) can do better. Trying every scale (a
+        // table normalized at each, up to 12 or 15, for every context of every
+        // estimate) was 12% of one-thread compression of the corpus (`perf record`).
         if stop_early && best.as_ref().is_some_and(|b| table_bits as f64 >= b.1 - entropy) {
             break;
         }
