@@ -73,9 +73,9 @@ impl LitPolicy {
     /// whose leaf there was coded as `encoding`: the zstd and `Lit.rans` trials
     /// only where that leaf was coded so. A like chunk's leaves are coded alike
     /// almost everywhere, and those trials (a zstd frame of every leaf, a rANS
-    /// table built wherever its estimate could win) were a fifth of building
-    /// the corpus's chunks from templates (`bench/compress_phases.py`), for
-    /// 55 KB of its 659 MB of archives. `Lit.nbr` is still tried where it looks
+    /// table built wherever its estimate could win) were about a quarter of
+    /// building the corpus's chunks from templates (5.45 -> 4.05 s,
+    /// `bench/compress_phases.py`), for 55 KB of its 659 MB of archives. `Lit.nbr` is still tried where it looks
     /// promising: its gains differ from chunk to chunk (trying it only where
     /// the template's leaf used it made isnet's quint8 ONNX 200 KB larger).
     pub fn for_template_leaf(self, encoding: LitEncoding) -> Self {
