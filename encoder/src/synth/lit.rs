@@ -72,10 +72,11 @@ impl LitPolicy {
     /// The policy for a leaf of a chunk built from an earlier chunk's template
     /// whose leaf there was coded as `encoding`: the zstd and `Lit.rans` trials
     /// only where that leaf was coded so. A like chunk's leaves are coded alike
-    /// almost everywhere, and those trials (a zstd frame of every leaf, a rANS
-    /// table built wherever its estimate could win) were about a quarter of
-    /// building the corpus's chunks from templates (5.45 -> 4.05 s,
-    /// `bench/compress_phases.py`), for 55 KB of its 659 MB of archives. `Lit.nbr` is still tried where it looks
+    /// almost everywhere, and dropping those trials elsewhere (a zstd frame of
+    /// every leaf, a rANS table built wherever its estimate could win) cut the
+    /// time spent building the corpus's chunks from templates by about a
+    /// quarter (5.45 -> 4.05 s, `bench/compress_phases.py`), for 55 KB of its
+    /// 659 MB of archives. `Lit.nbr` is still tried where it looks
     /// promising: its gains differ from chunk to chunk (trying it only where
     /// the template's leaf used it made isnet's quint8 ONNX 200 KB larger).
     pub fn for_template_leaf(self, encoding: LitEncoding) -> Self {
