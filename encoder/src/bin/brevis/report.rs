@@ -275,7 +275,7 @@ pub fn report_json(
     let mut out = String::new();
     let _ = write!(
         out,
-        "{{\n\"archive_bytes\": {}, \"original_bytes\": {original}, \"seconds\": {:.3},\n\"phase_seconds\": {{\"searched\": {:.3}, \"from_template\": {:.3}, \"verify\": {:.3}}},\n\"usage\": ",
+        "{{\n\"archive_bytes\": {}, \"original_bytes\": {original}, \"seconds\": {:.3},\n\"phase_seconds\": {{\"searched\": {:.6}, \"from_template\": {:.6}, \"verify\": {:.6}}},\n\"usage\": ",
         archive.len(),
         elapsed.as_secs_f64(),
         searched.as_secs_f64(),
