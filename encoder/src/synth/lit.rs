@@ -73,12 +73,13 @@ impl LitPolicy {
     /// whose leaf there was coded as `encoding`: the zstd and `Lit.rans` trials
     /// only where that leaf was coded so. A like chunk's leaves are coded alike
     /// almost everywhere, and dropping those trials elsewhere (a zstd frame of
-    /// every leaf, a rANS table built wherever its estimate could win) cut the
-    /// time spent building the corpus's chunks from templates by about a
-    /// quarter (5.45 -> 4.05 s, `bench/compress_phases.py`), for 55 KB of its
-    /// 659 MB of archives. `Lit.nbr` is still tried where it looks
-    /// promising: its gains differ from chunk to chunk (trying it only where
-    /// the template's leaf used it made isnet's quint8 ONNX 200 KB larger).
+    /// every leaf, a rANS table built wherever its estimate could win) made
+    /// one-thread compression of the corpus faster (with `ctx::fit`'s early
+    /// stop, 1.12x; the GGUF 1.25x: `bench/compress_threads.py` in
+    /// `bench/RESULTS.md`), for 55 KB of its 659 MB of archives. `Lit.nbr` is
+    /// still tried where it looks promising: its gains differ from chunk to
+    /// chunk (trying it only where the template's leaf used it made isnet's
+    /// quint8 ONNX 200 KB larger, in a throwaway build).
     pub fn for_template_leaf(self, encoding: LitEncoding) -> Self {
         LitPolicy {
             zstd_level: if encoding == LitEncoding::Zstd {
