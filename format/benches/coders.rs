@@ -1,4 +1,5 @@
-//! Decode throughput of the literal coders on BF16-like data (`cargo bench -p brevis-format`).
+//! Decode throughput of the literal coders on BF16-like data, and encode throughput
+//! of the rANS-family ones (`cargo bench -p brevis-format`).
 //!
 //! The data imitate a trained layer's BF16 weights (normal, sigma 0.04, from a fixed
 //! seed): whole 16-bit words, the 8-bit exponent column and the 7-bit mantissa column
@@ -7,9 +8,11 @@
 //! 23-bit mantissas (the packed field of `Merge.fields[9,23]`), whole FP32 words
 //! (one `hsplit` literal under `--fast-decode`) and whole FP16 words. Each coder decodes a
 //! 1 Mi-word literal; throughput is in words (elements) per second. These numbers
-//! back `DECODE_SLACK_*` in `encoder/src/synth/lit.rs`.
+//! back `DECODE_SLACK_*` in `encoder/src/synth/lit.rs`. The `encode` group codes the
+//! same columns with `ctx` and `rans`: their encoders took 6% and 5% of the
+//! samples in `perf record` of a one-thread compression of the corpus files.
 
-use brevis_format::stream::Stream;
+use brevis_format::stream::{Stream, Words};
 use brevis_format::wire::{self, LitEncoding};
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
 
@@ -93,5 +96,39 @@ fn decode(c: &mut Criterion) {
     g.finish();
 }
 
-criterion_group!(benches, decode);
+/// Encode throughput of the rANS-family coders, which every compression runs on
+/// each literal it keeps (and on the candidates it prices exactly): `ctx` at the
+/// split with the smallest estimate (chosen outside the timed loop; its tables
+/// are planned inside it, as in the encoder), and `rans`.
+fn encode(c: &mut Criterion) {
+    let mut g = c.benchmark_group("encode");
+    g.throughput(Throughput::Elements(N as u64));
+    g.sample_size(20);
+    for (name, s) in streams() {
+        let width = s.width();
+        let split = match s.words() {
+            Words::U8(w) => wire::ctx::best_split(w, width),
+            Words::U16(w) => wire::ctx::best_split(w, width),
+            _ => None,
+        };
+        if let Some((k, _)) = split {
+            let id = BenchmarkId::new("ctx", format!("{name} k={k}"));
+            g.bench_function(id, |b| {
+                b.iter(|| match s.words() {
+                    Words::U8(w) => wire::ctx::encode(w, width, k),
+                    Words::U16(w) => wire::ctx::encode(w, width, k),
+                    _ => None,
+                })
+            });
+        }
+        if wire::encode(LitEncoding::Rans, &s).is_some() {
+            g.bench_function(BenchmarkId::new("rans", name), |b| {
+                b.iter(|| wire::encode(LitEncoding::Rans, &s).unwrap())
+            });
+        }
+    }
+    g.finish();
+}
+
+criterion_group!(benches, decode, encode);
 criterion_main!(benches);

@@ -685,6 +685,25 @@ pub fn decode<W: Word>(payload: &[u8], width: u8, out: &mut [W]) -> Result<()> {
 }
 
 /// Builds the `H` slot table with `I` entries and decodes every word.
+///
+/// What did not make this loop faster (`cargo bench -p brevis-format --bench
+/// coders -- decode/ctx/top13`, 173-180 Mwords/s here; throwaway builds, one
+/// criterion run each on a noisy machine):
+/// - eight lanes instead of four, words in the same order (a format change): 164
+///   Mwords/s, so the lanes' dependency chains are not what bounds it;
+/// - groups of eight words whose `H` steps all renormalize before their low
+///   steps, so that a group's words come from one block without a branch (a
+///   format change), in a first scalar version: 107;
+/// - the `H` step renormalized by a select instead of a branch: 85 (see
+///   [`Tables::word`]);
+/// - built for BMI2 (`shrx`, not shifts through `cl`): 179 against 180;
+/// - `H` and fallback tables capped at 2^12 slots (every table in L1): `brevis
+///   verify --threads 1` of the default BF16 and FP32 all-MiniLM archives as fast
+///   (best of 25 each), the archives 9 and 8 KB larger.
+///
+/// What is left is most likely the `H` step's branch, taken about one step in
+/// four or five. A faster `ctx` needs lanes renormalized together, in SIMD registers,
+/// in a layout of its own.
 fn run<W: Word, I: Word>(
     h: &Table,
     info: &[HighSym],
