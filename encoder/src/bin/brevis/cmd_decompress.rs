@@ -456,6 +456,82 @@ const READ_PIECE: usize = 1 << 20;
 /// `copy_within`), about half of every record.
 const SMALL_READ: usize = 64 << 10;
 
+/// Where a [`DecodePool`] thread may run: the CPUs the process may use (Linux).
+///
+/// The kernel may start a new thread on its parent's CPU: here it did, the
+/// hashing thread having just started on the other one. There, beside the
+/// reading thread, the pool's thread waited for that CPU while the other idled
+/// until the kernel's balancing moved it, 3.7 and 5.5 ms later in two runs
+/// (`perf sched timehist` of `brevis verify --threads 2` of the `--fast-decode`
+/// BF16 corpus archive, which takes about 16 ms). So its parent sends it
+/// elsewhere as it starts ([`Placement::keep_off`]; the kernel moves it at
+/// once), and then it may run anywhere again ([`Placement::restore`]).
+#[derive(Clone, Copy)]
+struct Placement {
+    #[cfg(target_os = "linux")]
+    allowed: libc::cpu_set_t,
+    #[cfg(target_os = "linux")]
+    parent_cpu: usize,
+}
+
+impl Placement {
+    /// The calling thread's CPU and the CPUs it may use, if there are others.
+    fn of_caller() -> Option<Placement> {
+        #[cfg(target_os = "linux")]
+        {
+            let size = std::mem::size_of::<libc::cpu_set_t>();
+            // SAFETY: sched_getcpu takes nothing. cpu_set_t is a plain bit
+            // array (all zeros is an empty set); sched_getaffinity gets a
+            // pointer to a live one and its exact size; CPU_ISSET and CPU_COUNT
+            // read within it (`cpu` is below CPU_SETSIZE).
+            unsafe {
+                let cpu = usize::try_from(libc::sched_getcpu()).ok()?;
+                let mut allowed: libc::cpu_set_t = std::mem::zeroed();
+                if cpu >= libc::CPU_SETSIZE as usize || libc::sched_getaffinity(0, size, &mut allowed) != 0 {
+                    return None;
+                }
+                (libc::CPU_ISSET(cpu, &allowed) && libc::CPU_COUNT(&allowed) >= 2).then_some(Placement {
+                    allowed,
+                    parent_cpu: cpu,
+                })
+            }
+        }
+        #[cfg(not(target_os = "linux"))]
+        None
+    }
+
+    /// Keeps `thread` (just started) off the parent's CPU. Failing is harmless.
+    fn keep_off<T>(&self, thread: &std::thread::JoinHandle<T>) {
+        #[cfg(target_os = "linux")]
+        {
+            use std::os::unix::thread::JoinHandleExt;
+            let mut elsewhere = self.allowed;
+            // SAFETY: `elsewhere` is a live cpu_set_t, `parent_cpu` below
+            // CPU_SETSIZE (checked in `of_caller`), and the pthread_t is that
+            // of a thread whose handle we hold (not joined, so not reused).
+            unsafe {
+                libc::CPU_CLR(self.parent_cpu, &mut elsewhere);
+                libc::pthread_setaffinity_np(
+                    thread.as_pthread_t(),
+                    std::mem::size_of::<libc::cpu_set_t>(),
+                    &elsewhere,
+                );
+            }
+        }
+        #[cfg(not(target_os = "linux"))]
+        let _ = thread;
+    }
+
+    /// Lets the calling thread run on any of the CPUs again.
+    fn restore(&self) {
+        #[cfg(target_os = "linux")]
+        // SAFETY: a pointer to a live cpu_set_t and its exact size.
+        unsafe {
+            libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &self.allowed);
+        }
+    }
+}
+
 /// A job for the [`DecodePool`]: a chunk's program to run.
 type Job = Box<dyn FnOnce() + Send>;
 
@@ -512,6 +588,26 @@ struct DecodePool {
     max_threads: usize,
 }
 
+/// A [`DecodePool`] thread's work: runs queued jobs until the queue is closed.
+fn worker_loop(queue: &JobQueue) {
+    loop {
+        let job = {
+            let Ok(mut jobs) = queue.jobs.lock() else { return };
+            loop {
+                match jobs.queue.pop_front() {
+                    Some((job, _)) => break job,
+                    None if jobs.closed => return,
+                    None => match queue.added.wait(jobs) {
+                        Ok(j) => jobs = j,
+                        Err(_) => return,
+                    },
+                }
+            }
+        };
+        job();
+    }
+}
+
 impl DecodePool {
     /// A pool of up to `n` threads (at least 1), `n - 1` of them started now,
     /// whose jobs hash XXH3-128 archives' chunks into `xxh3`.
@@ -522,35 +618,37 @@ impl DecodePool {
             threads: std::cell::RefCell::default(),
             max_threads: n.max(1),
         };
+        // Started before any work: each off this thread's CPU (see [`Placement`]).
+        let placement = Placement::of_caller();
         for _ in 1..pool.max_threads {
-            pool.spawn()?;
+            pool.spawn(placement)?;
         }
         Ok(pool)
     }
 
-    /// Starts one more thread.
-    fn spawn(&self) -> Result<()> {
+    /// Starts one more thread; with a `placement`, off its parent's CPU.
+    fn spawn(&self, placement: Option<Placement>) -> Result<()> {
         let queue = self.queue.clone();
         let mut threads = self.threads.borrow_mut();
+        // Set once its parent has moved it: it then lifts the restriction.
+        let placed = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let moved = placed.clone();
         let thread = std::thread::Builder::new()
             .name(format!("decode-{}", threads.len()))
-            .spawn(move || loop {
-                let job = {
-                    let Ok(mut jobs) = queue.jobs.lock() else { return };
-                    loop {
-                        match jobs.queue.pop_front() {
-                            Some((job, _)) => break job,
-                            None if jobs.closed => return,
-                            None => match queue.added.wait(jobs) {
-                                Ok(j) => jobs = j,
-                                Err(_) => return,
-                            },
-                        }
+            .spawn(move || {
+                if let Some(p) = placement {
+                    while !moved.load(std::sync::atomic::Ordering::Acquire) {
+                        std::thread::yield_now();
                     }
-                };
-                job();
+                    p.restore();
+                }
+                worker_loop(&queue)
             })
             .context("cannot start a decoding thread")?;
+        if let Some(p) = &placement {
+            p.keep_off(&thread);
+        }
+        placed.store(true, std::sync::atomic::Ordering::Release);
         threads.push(thread);
         Ok(())
     }
@@ -599,8 +697,10 @@ impl DecodePool {
             Ok((run, decoded_len)) => {
                 let small = decoded_len <= SMALL_JOB;
                 // If the thread cannot start, the others run the job.
+                // Not placed: started mid-decode, it is left to the kernel,
+                // which has the other threads' load to go by by then.
                 if !small && self.threads.borrow().len() < self.max_threads {
-                    let _ = self.spawn();
+                    let _ = self.spawn(None);
                 }
                 let xxh3 = self.xxh3.clone();
                 let job: Job = Box::new(move || {
@@ -908,3 +1008,50 @@ impl std::fmt::Display for SalvageIncomplete {
 }
 
 impl std::error::Error for SalvageIncomplete {}
+
+#[cfg(all(test, target_os = "linux"))]
+mod tests {
+    use super::Placement;
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::sync::Arc;
+
+    #[test]
+    fn a_placed_thread_runs_off_its_parents_cpu() {
+        // With one CPU allowed there is nowhere else to go, and no placement.
+        if Placement::of_caller().is_none() {
+            return;
+        }
+        for _ in 0..20 {
+            let p = Placement::of_caller().expect("still several CPUs");
+            let (pinned, placed) = (Arc::new(AtomicBool::new(false)), Arc::new(AtomicBool::new(false)));
+            let (pinned_, placed_) = (pinned.clone(), placed.clone());
+            let thread = std::thread::spawn(move || {
+                // On its parent's CPU first, as a new thread may start: the
+                // placement must move it from there.
+                // SAFETY: cpu_set_t is a plain bit array (zeros: empty), passed
+                // live with its exact size; `parent_cpu` is below CPU_SETSIZE.
+                unsafe {
+                    let mut only: libc::cpu_set_t = std::mem::zeroed();
+                    libc::CPU_SET(p.parent_cpu, &mut only);
+                    libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &only);
+                }
+                pinned_.store(true, Ordering::Release);
+                while !placed_.load(Ordering::Acquire) {
+                    std::thread::yield_now();
+                }
+                // SAFETY: sched_getcpu takes nothing and returns a number.
+                let cpu = unsafe { libc::sched_getcpu() };
+                p.restore();
+                cpu
+            });
+            while !pinned.load(Ordering::Acquire) {
+                std::thread::yield_now();
+            }
+            p.keep_off(&thread);
+            placed.store(true, Ordering::Release);
+            let cpu = thread.join().expect("the thread runs");
+            assert!(cpu >= 0, "sched_getcpu failed");
+            assert_ne!(cpu as usize, p.parent_cpu, "the thread ran on its parent's CPU");
+        }
+    }
+}
