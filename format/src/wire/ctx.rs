@@ -697,7 +697,8 @@ pub fn decode<W: Word>(payload: &[u8], width: u8, out: &mut [W]) -> Result<()> {
 /// - the `H` step renormalized by a select instead of a branch: 85 (see
 ///   [`Tables::word`]);
 /// - built for BMI2 (`shrx`, not shifts through `cl`): 179 against 180;
-/// - `H` and fallback tables capped at 2^12 slots (every table in L1): `brevis
+/// - `H` and fallback tables capped at 2^12 slots (4 and 16 KiB of slot entries
+///   instead of up to 32 and 128): `brevis
 ///   verify --threads 1` of the default BF16 and FP32 all-MiniLM archives as fast
 ///   (best of 25 each), the archives 9 and 8 KB larger.
 ///
