@@ -698,13 +698,13 @@ pub fn decode<W: Word>(payload: &[u8], width: u8, out: &mut [W]) -> Result<()> {
 ///   [`Tables::word`]);
 /// - built for BMI2 (`shrx`, not shifts through `cl`): 179 against 180;
 /// - `H` and fallback tables capped at 2^12 slots (4 and 16 KiB of slot entries
-///   instead of up to 32 and 128): `brevis
-///   verify --threads 1` of the default BF16 and FP32 all-MiniLM archives as fast
-///   (best of 25 each), the archives 9 and 8 KB larger.
+///   instead of up to 32 and 128): `brevis verify --threads 1` of the default
+///   BF16 and FP32 all-MiniLM archives as fast (best of 25 each), the archives
+///   9 and 8 KB larger.
 ///
 /// What is left is most likely the `H` step's branch, taken about one step in
-/// four or five. A faster `ctx` needs lanes renormalized together, in SIMD registers,
-/// in a layout of its own.
+/// four or five. A faster `ctx` needs lanes renormalized together, in SIMD
+/// registers, in a layout of its own.
 fn run<W: Word, I: Word>(
     h: &Table,
     info: &[HighSym],
