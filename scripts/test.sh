@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Install what the tests need (skipping what is already there), then run every
 # check and test: formatting, clippy, the no_std/wasm build of the decoder, the
-# whole workspace's tests in release mode (the round trips are heavy), the npm
+# whole workspace's tests in release mode (the round trips are heavy), the format
+# and decoder unit tests as WebAssembly under Node (scripts/test-wasi.sh), the npm
 # package's Node tests (npm/test/run.sh: installs wasm-bindgen-cli and wasm-pack
 # with cargo the first time, several minutes) and a short fuzz pass.
 #
@@ -27,6 +28,8 @@ if command -v rustup >/dev/null 2>&1; then
   done
   rustup target list --installed | grep -q '^wasm32-unknown-unknown$' \
     || { log "rustup target add wasm32-unknown-unknown"; rustup target add wasm32-unknown-unknown || true; }
+  rustup target list --installed | grep -q '^wasm32-wasip1$' \
+    || { log "rustup target add wasm32-wasip1"; rustup target add wasm32-wasip1 || true; }
 fi
 
 if ! command -v node >/dev/null 2>&1 || ! command -v npm >/dev/null 2>&1; then
@@ -67,6 +70,13 @@ cargo test --workspace --release
 log "brevis-format without features simd and recycle: clippy and tests"
 cargo clippy -p brevis-format --all-targets --release -- -D warnings
 cargo test -p brevis-format --release -q
+
+if rustup target list --installed 2>/dev/null | grep -q '^wasm32-wasip1$'; then
+  log "format and decoder unit tests as WebAssembly (wasm32-wasip1, SIMD128) under Node"
+  scripts/test-wasi.sh
+else
+  log "wasm32-wasip1 target unavailable: skipping the unit tests as WebAssembly"
+fi
 
 log "the main job: brevis with no arguments"
 cargo run --release -q --bin brevis >/dev/null

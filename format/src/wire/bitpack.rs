@@ -138,8 +138,11 @@ fn unpack_into<W: Word, const SHIFT_IN: bool>(body: &[u8], k: u8, out: &mut [W])
     // unrolled copies would cost the WebAssembly module ~4 KB gzipped.
     // Other fields of up to 56 bits (float mantissas of 17 to 52 bits in 32/64-bit
     // words) take one generic path: an unaligned 8-byte load and a shift a word,
-    // for the groups whose loads stay inside the payload.
-    let narrow = k <= 16 && W::BITS <= 16;
+    // for the groups whose loads stay inside the payload. So do 16-bit words in
+    // WebAssembly with SIMD, after its SIMD loop (`unpack_u16_simd128`) has taken
+    // the groups it can: the lane loop's 16-bit half is not in the module.
+    let simd_words = cfg!(all(target_arch = "wasm32", target_feature = "simd128")) && W::BITS == 16;
+    let narrow = k <= 16 && W::BITS <= 16 && !simd_words;
     let groups = if narrow {
         out.len() / 8
     } else if k <= 56 {
@@ -160,6 +163,14 @@ fn unpack_into<W: Word, const SHIFT_IN: bool>(body: &[u8], k: u8, out: &mut [W])
     };
     #[cfg(not(all(feature = "simd", target_arch = "x86_64")))]
     let (wide_body, wide) = (body, &mut *head);
+    #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
+    let (wide_body, wide) = {
+        let done = match bytemuck::try_cast_slice_mut::<W, u16>(wide) {
+            Ok(words) if simd_words => unpack_u16_simd128::<SHIFT_IN>(wide_body, k, words),
+            _ => 0,
+        };
+        (&wide_body[done / 8 * usize::from(k)..], &mut wide[done..])
+    };
     if !narrow && !unpack_wide_groups::<W, SHIFT_IN>(wide_body, wide, k) {
         unpack_wide::<W, SHIFT_IN>(wide_body, wide, k);
     }
@@ -300,6 +311,68 @@ fn unpack_groups_32_any<W: Word, const SHIFT_IN: bool>(body: &[u8], out: &mut [W
             *d = put::<W, SHIFT_IN>(*d, k, (v >> (bit % 8)) & m);
         }
     }
+}
+
+/// WebAssembly's SIMD unpacking of 16-bit words of `k` bits, for the widths where
+/// every field of a group of 8 lies in the two bytes from its first (`bit % 8 + k
+/// <= 16` for `bit = j * k`, `j < 8`): `k <= 10` (fields of even `k` start on
+/// even bits) and 12 (on bits 0 and 4); for `k = 16` it copies the payload.
+///
+/// A group is one 16-byte load from its first byte: a swizzle puts each word's
+/// two bytes in its lane, a multiplication by `2^(16 - bit % 8 - k)` drops the
+/// bits above the field (the per-lane shift SIMD128 lacks), a shift right by
+/// `16 - k` those below; with `SHIFT_IN` the old words, shifted left by `k`, are
+/// or-ed in. Returns how many words it unpacked: whole groups from the first,
+/// while 16 bytes are left from the group's start, or none for other widths;
+/// [`unpack_wide`] takes the rest.
+#[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
+fn unpack_u16_simd128<const SHIFT_IN: bool>(body: &[u8], k: u8, out: &mut [u16]) -> usize {
+    use core::arch::wasm32::*;
+    let k = u32::from(k);
+    if k == 16 {
+        // The payload's bytes are the words (SHIFT_IN shifts the old ones out).
+        copy_whole_words(body, bytemuck::cast_slice_mut(out));
+        return out.len();
+    }
+    if k == 0 || (k > 10 && k != 12) {
+        return 0;
+    }
+    // Lane `j`: its word's first bit, `j * k`; the two bytes from the one
+    // holding it; and `2^(16 - bit % 8 - k)` as `2^(7 - bit % 8)` (looked up)
+    // times `2^(9 - k)`, for `k = 10` and `12` a division that loses nothing
+    // (their fields start on even bits, and on bits 0 and 4).
+    let bit = i16x8_mul(u16x8(0, 1, 2, 3, 4, 5, 6, 7), u16x8_splat(k as u16));
+    let first = u16x8_shr(bit, 3);
+    let gather = v128_or(first, i16x8_shl(i16x8_add(first, u16x8_splat(1)), 8));
+    let in_byte = v128_or(v128_and(bit, u16x8_splat(7)), u16x8_splat(0xff00));
+    let pow = i8x16_swizzle(u8x16(128, 64, 32, 16, 8, 4, 2, 1, 0, 0, 0, 0, 0, 0, 0, 0), in_byte);
+    let scale = if k <= 9 {
+        i16x8_shl(pow, 9 - k)
+    } else {
+        u16x8_shr(pow, k - 9)
+    };
+    // Through `black_box`, so that the vectors are loaded from memory once: built
+    // in the loop's sight, V8 built them again in every iteration (16 `vpinsrb`
+    // and 8 `vpinsrw` in the loop, `node --print-wasm-code`), which made the
+    // loop slower than the scalar one.
+    let gather = core::hint::black_box(gather);
+    let scale = core::hint::black_box(scale);
+    let step = k as usize;
+    let mut done = 0;
+    for (g, o) in out.chunks_exact_mut(8).enumerate() {
+        let Some(bytes) = body.get(g * step..g * step + 16) else {
+            break;
+        };
+        let words = i8x16_swizzle(bytemuck::pod_read_unaligned::<v128>(bytes), gather);
+        let mut v = u16x8_shr(i16x8_mul(words, scale), 16 - k);
+        let o: &mut [u8] = bytemuck::cast_slice_mut(o);
+        if SHIFT_IN {
+            v = v128_or(i16x8_shl(bytemuck::pod_read_unaligned::<v128>(o), k), v);
+        }
+        o.copy_from_slice(bytemuck::bytes_of(&v));
+        done += 8;
+    }
+    done
 }
 
 /// [`unpack_groups`] for a `k` (1..=16) known at run time (WebAssembly, little-endian),
