@@ -16,11 +16,12 @@ ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$ROOT"
 export CARGO_TARGET_WASM32_WASIP1_RUNNER="node --no-warnings $ROOT/scripts/wasi-runner.mjs"
 export RUSTFLAGS="-C target-feature=+simd128"
-common=(--release --target wasm32-wasip1 --target-dir target/wasi)
+common=(--target wasm32-wasip1 --target-dir target/wasi)
 if [[ ${1:-} == bench ]]; then
   shift
   exec cargo bench -p brevis-format "${common[@]}" --bench coders -- "$@"
 fi
+common+=(--release)
 cargo clippy -q -p brevis-format -p brevis-decoder "${common[@]}" -- -D warnings
 cargo test -q -p brevis-format "${common[@]}" --lib
 cargo test -q -p brevis-decoder "${common[@]}" --lib
