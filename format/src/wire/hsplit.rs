@@ -475,6 +475,12 @@ impl Layout for AsLe16Bytes {
 /// a window of `N` units (the [`ROOM`] words of a round, and room for what
 /// [`Layout::put_entry`] stores at any word up to [`AT_MASK`]), then each lane
 /// alone, then its last words one at a time.
+///
+/// In WebAssembly, V8 keeps few of the four lanes' state in registers (its code
+/// for this loop, `node --print-wasm-code`, loads and stores much of it on the
+/// stack in every round), but two passes of two lanes each ran slower there
+/// (`scripts/test-wasi.sh bench 'decode/hsplit'`, taking turns, three rounds:
+/// BF16 522-627 against 638-813 Melem/s, FP16 464-543 against 643-1,032).
 #[inline(always)]
 fn run_lanes<L: Layout, const N: usize>(
     payload: &[u8],
