@@ -140,7 +140,8 @@ fn unpack_into<W: Word, const SHIFT_IN: bool>(body: &[u8], k: u8, out: &mut [W])
     // words) take one generic path: an unaligned 8-byte load and a shift a word,
     // for the groups whose loads stay inside the payload. So do 16-bit words in
     // WebAssembly with SIMD, after its SIMD loop (`unpack_u16_simd128`) has taken
-    // the groups it can: the lane loop's 16-bit half is not in the module.
+    // the groups it can: the lane loop's 16-bit half is not in the module. There,
+    // 32-bit words of up to 25 bits go to `unpack_u32_simd128` first.
     let simd_words = cfg!(all(target_arch = "wasm32", target_feature = "simd128")) && W::BITS == 16;
     let narrow = k <= 16 && W::BITS <= 16 && !simd_words;
     let groups = if narrow {
@@ -165,8 +166,11 @@ fn unpack_into<W: Word, const SHIFT_IN: bool>(body: &[u8], k: u8, out: &mut [W])
     let (wide_body, wide) = (body, &mut *head);
     #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
     let (wide_body, wide) = {
-        let done = match bytemuck::try_cast_slice_mut::<W, u16>(wide) {
-            Ok(words) if simd_words => unpack_u16_simd128::<SHIFT_IN>(wide_body, k, words),
+        let done = match W::BITS {
+            16 => bytemuck::try_cast_slice_mut::<W, u16>(wide)
+                .map_or(0, |w| unpack_u16_simd128::<SHIFT_IN>(wide_body, k, w)),
+            32 => bytemuck::try_cast_slice_mut::<W, u32>(wide)
+                .map_or(0, |w| unpack_u32_simd128::<SHIFT_IN>(wide_body, k, w)),
             _ => 0,
         };
         (&wide_body[done / 8 * usize::from(k)..], &mut wide[done..])
@@ -244,15 +248,12 @@ fn unpack_wide<W: Word, const SHIFT_IN: bool>(body: &[u8], out: &mut [W], k: u8)
 /// words from `K` bytes each, with `K` a constant: fixed shifts and offsets, no
 /// bounds checks but one a group; FP32 all-MiniLM's `--fast-decode` archive spent
 /// 20% of `brevis verify --threads 1` in the generic path, 8% in this one (perf).
-/// WebAssembly takes one loop for every width instead ([`unpack_groups_32_any`]: a
-/// smaller module). False where this does not apply; `out` then is untouched.
+/// Not in WebAssembly (a smaller module): there `unpack_u32_simd128` takes the
+/// fields of up to 25 bits, and [`unpack_wide`] wider ones. False where this does
+/// not apply; `out` then is untouched.
 fn unpack_wide_groups<W: Word, const SHIFT_IN: bool>(body: &[u8], out: &mut [W], k: u8) -> bool {
-    if W::BITS != 32 || !(17..=32).contains(&k) {
+    if W::BITS != 32 || !(17..=32).contains(&k) || cfg!(target_arch = "wasm32") {
         return false;
-    }
-    if cfg!(target_arch = "wasm32") {
-        unpack_groups_32_any::<W, SHIFT_IN>(body, out, k);
-        return true;
     }
     macro_rules! wide {
         ($($k:literal)*) => {
@@ -289,28 +290,63 @@ fn unpack_groups_32<W: Word, const K: usize, const SHIFT_IN: bool>(body: &[u8], 
     }
 }
 
-/// [`unpack_groups_32`] for a `k` (17..=32) known at run time (WebAssembly):
-/// the loads from a window of 40 bytes a group (`7k/8 + 8 <= 36`), whose length
-/// the compiler knows; the last groups, without 40 bytes, take [`unpack_wide`].
-fn unpack_groups_32_any<W: Word, const SHIFT_IN: bool>(body: &[u8], out: &mut [W], k: u8) {
-    let m = mask(k);
-    let k = usize::from(k.min(32));
-    for (g, o) in out.chunks_exact_mut(8).enumerate() {
-        let Some(window) = body.get(g * k..g * k + 40) else {
-            unpack_wide::<W, SHIFT_IN>(body.get(g * k..).unwrap_or(&[]), o, k as u8);
-            continue;
-        };
-        for (j, d) in o.iter_mut().enumerate() {
-            let bit = j * k;
-            // `bit / 8 <= 28`: the `min` only says so to the compiler.
-            let at = (bit / 8).min(32);
-            let v = window
-                .get(at..at + 8)
-                .and_then(|w| w.first_chunk::<8>())
-                .map_or(0, |w| u64::from_le_bytes(*w));
-            *d = put::<W, SHIFT_IN>(*d, k, (v >> (bit % 8)) & m);
-        }
+/// WebAssembly's SIMD unpacking of 32-bit words of `k` (1..=25) bits: the widths
+/// where every field lies in the four bytes from its first (`bit % 8 + k <= 32`),
+/// FP32 mantissas (`hsplit`'s low bits, `packed` 23-bit fields) among them.
+///
+/// A group of 8 words is two 16-byte loads, from its first byte (words 0-3) and
+/// from byte `4k / 8` (words 4-7). In each, a swizzle puts each word's four bytes
+/// in its lane, a multiplication by `2^(32 - s - k)` (`s` the field's first bit in
+/// its first byte) drops the bits above the field (the per-lane shift SIMD128
+/// lacks), and a shift right by `32 - k` those below; with `SHIFT_IN` the old
+/// words, shifted left by `k`, are or-ed in. Returns how many words it unpacked:
+/// whole groups from the first, while the second load's 16 bytes are in `body`,
+/// or none for other widths; [`unpack_wide`] takes the rest.
+#[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
+fn unpack_u32_simd128<const SHIFT_IN: bool>(body: &[u8], k: u8, out: &mut [u32]) -> usize {
+    use core::arch::wasm32::*;
+    if !(1..=25).contains(&k) {
+        return 0;
     }
+    let k = usize::from(k);
+    let second = 4 * k / 8;
+    // Per half: each lane's four byte indices, and its multiplier.
+    let mut gather = [[0u8; 16]; 2];
+    let mut scale = [[0u32; 4]; 2];
+    for j in 0..8 {
+        let (half, lane) = (j / 4, j % 4);
+        let bit = j * k - half * 8 * second;
+        for b in 0..4 {
+            gather[half][4 * lane + b] = (bit / 8 + b) as u8;
+        }
+        scale[half][lane] = 1 << (32 - bit % 8 - k);
+    }
+    // Through `black_box`, so that V8 loads the vectors once instead of building
+    // them in the loop (see `unpack_u16_simd128`).
+    let gather: [v128; 2] = core::hint::black_box(gather.map(bytemuck::cast));
+    let scale: [v128; 2] = core::hint::black_box(scale.map(bytemuck::cast));
+    let shift = 32 - k as u32;
+    let mut done = 0;
+    for (g, o) in out.chunks_exact_mut(8).enumerate() {
+        let Some(window) = body.get(g * k..g * k + second + 16) else {
+            break;
+        };
+        let o: &mut [u8] = bytemuck::cast_slice_mut(o);
+        for (half, (from, o)) in [&window[..16], &window[second..]]
+            .into_iter()
+            .zip(o.chunks_exact_mut(16))
+            .enumerate()
+        {
+            let fields = i8x16_swizzle(bytemuck::pod_read_unaligned::<v128>(from), gather[half]);
+            let mut v = u32x4_shr(i32x4_mul(fields, scale[half]), shift);
+            if SHIFT_IN {
+                v = v128_or(i32x4_shl(bytemuck::pod_read_unaligned::<v128>(o), k as u32), v);
+            }
+            o.copy_from_slice(bytemuck::bytes_of(&v));
+        }
+        done += 8;
+    }
+    done
 }
 
 /// WebAssembly's SIMD unpacking of 16-bit words of `k` bits, for the widths where
@@ -381,7 +417,8 @@ fn unpack_u16_simd128<const SHIFT_IN: bool>(body: &[u8], k: u8, out: &mut [u16])
 /// 0-3 from the group's first byte, words 4-7 from byte `4k/8` shifted by `4k % 8`;
 /// 8-bit words take the first only), so 16 bytes from each group's start; the last
 /// groups, without them, read a zero-padded copy. (These loads and
-/// [`unpack_groups_32_any`] replaced a bounds-checked load a word: `--fast-decode`
+/// a run-time-width twin of [`unpack_groups_32`], since replaced by
+/// `unpack_u32_simd128`, replaced a bounds-checked load a word: `--fast-decode`
 /// archives of BF16, FP16 and FP32 decoded 1-6% faster in Node, `bench/wasm/AB.md`.)
 fn unpack_groups_any<W: Word, const SHIFT_IN: bool>(body: &[u8], out: &mut [W], k: u8) {
     let word_bytes = W::BITS as usize / 8;
@@ -685,32 +722,38 @@ mod tests {
         }
     }
 
-    /// WebAssembly's run-time-width loop for wide fields (17..=32 bits) gives what
-    /// the word-by-word path gives, the last groups (without 40 bytes) included,
-    /// on as many groups as `unpack_into` gives it (8 bytes past the last).
+    /// WebAssembly's SIMD loop for 32-bit words gives what the word-by-word path
+    /// gives, shifted in or not, for every width it takes, on every whole group
+    /// whose second load fits (and no other), the last ones included.
     #[test]
-    fn run_time_wide_groups_match_word_by_word() {
-        for k in 17u8..=32 {
+    #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
+    fn simd128_u32_groups_match_word_by_word() {
+        for k in 1u8..=25 {
             for n in [8usize, 16, 24, 64, 1000] {
                 let mut vals: Vec<u32> = (0..n as u32)
                     .map(|i| (u64::from(i.wrapping_mul(0x9E37_79B9).rotate_left(11)) & mask(k)) as u32)
                     .collect();
                 vals[0] = mask(k) as u32;
-                let p = encode(&vals, 32);
-                assert_eq!(p[0], k);
-                let groups = (n / 8).min((p.len() - 1 - 8) / usize::from(k));
-                let mut out = alloc::vec![0u32; groups * 8];
-                unpack_groups_32_any::<u32, false>(&p[1..], &mut out, k);
-                assert_eq!(out, vals[..out.len()], "k {k} n {n}");
-                let mut shifted = alloc::vec![1u32; groups * 8];
-                unpack_groups_32_any::<u32, true>(&p[1..], &mut shifted, k);
-                let expected: Vec<u32> = vals[..out.len()]
-                    .iter()
-                    .map(|&v| ((1u64 << k | u64::from(v)) & 0xffff_ffff) as u32)
-                    .collect();
-                assert_eq!(shifted, expected, "shift-in k {k} n {n}");
+                let mut body = Vec::new();
+                pack(&vals, k, &mut body);
+                let whole = (0..n / 8).filter(|g| g * usize::from(k) + 4 * usize::from(k) / 8 + 16 <= body.len());
+                let groups = whole.count();
+                let mut out = alloc::vec![0u32; n];
+                assert_eq!(
+                    unpack_u32_simd128::<false>(&body, k, &mut out),
+                    groups * 8,
+                    "k {k} n {n}"
+                );
+                assert_eq!(out[..groups * 8], vals[..groups * 8], "k {k} n {n}");
+                let old: Vec<u32> = (0..n as u32).map(|i| i.wrapping_mul(0xD1B5_4A33)).collect();
+                let mut shifted = old.clone();
+                assert_eq!(unpack_u32_simd128::<true>(&body, k, &mut shifted), groups * 8);
+                let expected: Vec<u32> = old.iter().zip(&vals).map(|(&o, &v)| o << k | v).collect();
+                assert_eq!(shifted[..groups * 8], expected[..groups * 8], "shift-in k {k} n {n}");
             }
         }
+        let mut out = [0u32; 8];
+        assert_eq!(unpack_u32_simd128::<false>(&[0u8; 64], 26, &mut out), 0);
     }
 
     /// Packing eight words at a time writes the bytes packing one at a time does,
