@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Does a change make a literal coder decode faster natively? Builds the format crate
+# Does a change make a literal coder decode faster (natively, or in WebAssembly
+# under Node with TARGET=wasi)? Builds the format crate
 # at a git revision and as the working tree has it into one binary, and times both
 # on the same payloads in one process, A and B alternating call by call
 # (bench/coders-ab/main.rs): on a shared machine whose speed drifts by 10-30% from
@@ -8,14 +9,17 @@
 #   bench/coders-ab.sh REV [ENCODING,...] [CASE,...]
 #
 # REV: a commit or tag, the "before" (A); B is the working tree. ENCODINGs (default
-# hsplit,huffman8,packed) are names as `brevis inspect` prints them. CASEs (default
-# all) of normal(0, 0.04) weights: bf16, fp16, fp32 (whole words), exp8 (BF16's
+# hsplit,huffman8,packed) are names as `brevis inspect` prints them. CASEs (default:
+# the first six) of normal(0, 0.04) weights: bf16, fp16, fp32 (whole words), exp8 (BF16's
 # exponent byte), man7 (its 7-bit mantissa), top12 (its top 12 bits: the field
 # default BF16 archives code with `ctx`). Payloads are made by B's encoder; both
-# must decode them to the same words. Env: SECONDS_PER_CASE (default 4).
+# must decode them to the same words. More CASEs: man23 (FP32's 23-bit mantissa),
+# int8 (the same weights quantized to bytes, scale max/127). Env: SECONDS_PER_CASE
+# (default 4); TARGET=wasi builds both as WebAssembly (wasm32-wasip1, +simd128)
+# and runs them under Node (scripts/wasi-runner.mjs).
 # Clean up with rm -rf target/coders-ab.
 set -euo pipefail
-[[ $# -ge 1 ]] || { sed -n '2,15p' "$0"; exit 2; }
+[[ $# -ge 1 ]] || { sed -n '2,20p' "$0"; exit 2; }
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 ROOT=$(cd "$HERE/.." && pwd)
 REV=$1
@@ -75,5 +79,13 @@ debug = "line-tables-only"
 [workspace]
 TOML
 cp "$ROOT/Cargo.lock" "$PROJ/Cargo.lock"
-cargo build --release --quiet --manifest-path "$PROJ/Cargo.toml"
-"$PROJ/target/release/coders-ab" "$REV" "${2:-hsplit,huffman8,packed}" "${3:-bf16,fp16,fp32,exp8,man7,top12}" "${SECONDS_PER_CASE:-4}"
+args=("$REV" "${2:-hsplit,huffman8,packed}" "${3:-bf16,fp16,fp32,exp8,man7,top12}" "${SECONDS_PER_CASE:-4}")
+if [[ ${TARGET:-} == wasi ]]; then
+  # As WebAssembly under Node (the npm package's engine), built as the package
+  # is (+simd128): needs the wasm32-wasip1 target.
+  RUSTFLAGS="-C target-feature=+simd128" cargo build --release --quiet --target wasm32-wasip1 --manifest-path "$PROJ/Cargo.toml"
+  node --no-warnings "$ROOT/scripts/wasi-runner.mjs" "$PROJ/target/wasm32-wasip1/release/coders-ab.wasm" "${args[@]}"
+else
+  cargo build --release --quiet --manifest-path "$PROJ/Cargo.toml"
+  "$PROJ/target/release/coders-ab" "${args[@]}"
+fi

@@ -26,6 +26,16 @@ fn cases() -> Vec<(&'static str, u8, Vec<u64>)> {
         // BF16's sign, exponent and top 3 mantissa bits: the `ctx` field of default
         // BF16 archives (`Merge.fields[12,4]`).
         ("top12", 12, f.iter().map(|&x| bf16(x) >> 4).collect()),
+        // FP32's mantissa: the low bits of `hsplit` and `Merge.fields[9,23]`.
+        ("man23", 23, f.iter().map(|&x| u64::from(x & 0x7f_ffff)).collect()),
+        // The weights quantized to bytes (symmetric, scale max / 127), as int8
+        // ONNX checkpoints hold them.
+        ("int8", 8, {
+            let max = f.iter().map(|&x| f32::from_bits(x).abs()).fold(0f32, f32::max);
+            f.iter()
+                .map(|&x| u64::from((f32::from_bits(x) / max * 127.0).round() as i8 as u8))
+                .collect()
+        }),
     ]
 }
 

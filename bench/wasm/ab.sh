@@ -13,6 +13,8 @@
 # Env: BREVIS_BIN, CORPUS, ROUNDS (default 7). Clean up with
 # rm -rf target/wasm-ab && git worktree prune.
 set -euo pipefail
+# `package` runs in a command substitution: a failed build must stop the script.
+shopt -s inherit_errexit
 [[ $# -ge 2 ]] || { sed -n '2,15p' "$0"; exit 2; }
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 ROOT=$(cd "$HERE/../.." && pwd)

@@ -249,7 +249,7 @@ fn unpack_wide<W: Word, const SHIFT_IN: bool>(body: &[u8], out: &mut [W], k: u8)
 /// bounds checks but one a group; FP32 all-MiniLM's `--fast-decode` archive spent
 /// 20% of `brevis verify --threads 1` in the generic path, 8% in this one (perf).
 /// Not in WebAssembly (a smaller module): there `unpack_u32_simd128` takes the
-/// fields of up to 25 bits, and [`unpack_wide`] wider ones. False where this does
+/// fields of up to 25 bits and of 32, and [`unpack_wide`] the others. False where this does
 /// not apply; `out` then is untouched.
 fn unpack_wide_groups<W: Word, const SHIFT_IN: bool>(body: &[u8], out: &mut [W], k: u8) -> bool {
     if W::BITS != 32 || !(17..=32).contains(&k) || cfg!(target_arch = "wasm32") {
@@ -292,7 +292,8 @@ fn unpack_groups_32<W: Word, const K: usize, const SHIFT_IN: bool>(body: &[u8], 
 
 /// WebAssembly's SIMD unpacking of 32-bit words of `k` (1..=25) bits: the widths
 /// where every field lies in the four bytes from its first (`bit % 8 + k <= 32`),
-/// FP32 mantissas (`hsplit`'s low bits, `packed` 23-bit fields) among them.
+/// FP32 mantissas (`hsplit`'s low bits, `packed` 23-bit fields) among them; for
+/// `k = 32` it copies the payload.
 ///
 /// A group of 8 words is two 16-byte loads, from its first byte (words 0-3) and
 /// from byte `4k / 8` (words 4-7). In each, a swizzle puts each word's four bytes
@@ -300,11 +301,17 @@ fn unpack_groups_32<W: Word, const K: usize, const SHIFT_IN: bool>(body: &[u8], 
 /// its first byte) drops the bits above the field (the per-lane shift SIMD128
 /// lacks), and a shift right by `32 - k` those below; with `SHIFT_IN` the old
 /// words, shifted left by `k`, are or-ed in. Returns how many words it unpacked:
-/// whole groups from the first, while the second load's 16 bytes are in `body`,
-/// or none for other widths; [`unpack_wide`] takes the rest.
+/// whole groups from the first, while the second load's 16 bytes are in `body`
+/// (for `k = 32`, all), or none for other widths (26-31 bits); [`unpack_wide`]
+/// takes the rest.
 #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
 fn unpack_u32_simd128<const SHIFT_IN: bool>(body: &[u8], k: u8, out: &mut [u32]) -> usize {
     use core::arch::wasm32::*;
+    if k == 32 {
+        // The payload's bytes are the words (SHIFT_IN shifts the old ones out).
+        copy_whole_words(body, bytemuck::cast_slice_mut(out));
+        return out.len();
+    }
     if !(1..=25).contains(&k) {
         return 0;
     }
@@ -754,6 +761,12 @@ mod tests {
         }
         let mut out = [0u32; 8];
         assert_eq!(unpack_u32_simd128::<false>(&[0u8; 64], 26, &mut out), 0);
+        let words: Vec<u32> = (0..24u32).map(|i| i.wrapping_mul(0x9E37_79B9)).collect();
+        let mut body = Vec::new();
+        pack(&words, 32, &mut body);
+        let mut out = alloc::vec![7u32; 24];
+        assert_eq!(unpack_u32_simd128::<true>(&body, 32, &mut out), 24);
+        assert_eq!(out, words);
     }
 
     /// Packing eight words at a time writes the bytes packing one at a time does,

@@ -432,7 +432,13 @@ fn run_tail<W: Word, T: Lookup>(payload: &[u8], table: &T, lanes: &mut [Lane], o
 /// them) is more than an engine's registers hold when it compiles WebAssembly for
 /// x86-64; four lanes' is not. In Node, the int8 ONNX corpus file's
 /// `--fast-decode` archive (mostly `huffman8`) decoded about 20% faster this way
-/// (`bench/wasm/AB.md`).
+/// (`bench/wasm/AB.md`). Tried and dropped: each lane's state in two values (its
+/// bit position, and its next bits left-aligned, shifted by each code's length)
+/// with each half run over sections of 64 blocks, so that four lanes stay in
+/// registers for longer: that int8 archive decoded 0.92x as fast in Node
+/// (`bench/wasm/ab.sh`; 449 B more bundle), and natively, with eight lanes at once
+/// or in halves, it was no faster (`bench/coders-ab.sh`: 0.86-1.05x on BF16 words,
+/// exponent bytes and 7-bit mantissas).
 fn run_halves<W: Word, T: Lookup>(payload: &[u8], table: &T, lanes: &mut [Lane; LANES8], out: &mut [W]) {
     let per = (56 / table.bits()) as usize;
     let block = LANES8 * per;
