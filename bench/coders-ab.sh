@@ -15,11 +15,12 @@
 # default BF16 archives code with `ctx`). Payloads are made by B's encoder; both
 # must decode them to the same words. More CASEs: man23 (FP32's 23-bit mantissa),
 # int8 (the same weights quantized to bytes, scale max/127). Env: SECONDS_PER_CASE
-# (default 4); TARGET=wasi builds both as WebAssembly (wasm32-wasip1, +simd128)
+# (default 4); FEATURES (the format crate's, for both: e.g. "simd", which the CLI
+# builds with); TARGET=wasi builds both as WebAssembly (wasm32-wasip1, +simd128)
 # and runs them under Node (scripts/wasi-runner.mjs).
 # Clean up with rm -rf target/coders-ab.
 set -euo pipefail
-[[ $# -ge 1 ]] || { sed -n '2,20p' "$0"; exit 2; }
+[[ $# -ge 1 ]] || { sed -n '2,22p' "$0"; exit 2; }
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 ROOT=$(cd "$HERE/.." && pwd)
 REV=$1
@@ -58,6 +59,9 @@ for target, table in crate.get("target", {}).items():
 open(path, "w").write("\n".join(lines) + "\n")
 PY
 PROJ=$WORK/bench
+# The format crate's features for both builds, as TOML strings ("simd": the
+# x86-64 fast paths the CLI has).
+FEATURES=$(for f in ${FEATURES:-}; do printf '"%s", ' "$f"; done)
 mkdir -p "$PROJ/src"
 cp "$HERE/coders-ab/main.rs" "$PROJ/src/main.rs"
 cp "$ROOT/format/benches/support/weights.rs" "$PROJ/src/weights.rs"
@@ -69,8 +73,8 @@ edition = "2021"
 publish = false
 
 [dependencies]
-before = { package = "brevis-format-before", path = "$OLD" }
-after = { package = "brevis-format", path = "$ROOT/format" }
+before = { package = "brevis-format-before", path = "$OLD", features = [$FEATURES] }
+after = { package = "brevis-format", path = "$ROOT/format", features = [$FEATURES] }
 half = "2"
 
 [profile.release]
