@@ -246,6 +246,12 @@ const HUFFMAN8_MIN_WORDS: usize = 4096;
 /// 15`: the int8 ONNX all-MiniLM 20,982,396 B and 0.0275 s against 20,818,072 B
 /// and 0.0241 s; the derived FP8 file 18,850,305 B and 0.0278 s against
 /// 18,688,159 B and 0.0267 s): a byte's codes are too long for several a lookup.
+/// Measured again at 4bfdfb0 with a throwaway build that tried it on bytes: the int8
+/// archive 20,943,496 B against 20,804,828 (and above zstd -19's 20,919,609), one
+/// thread 33.9 against 33.4 ms (`bench/threads.py --runs 11`), in Node 51.4-54.0
+/// against 55.3-56.5 ms (`decodeArchive`, best of 15, both orders). Synthetic
+/// int8-like bytes (6.6 bits a byte, against that file's 7.3) made it look 1.7-1.8x
+/// faster (`bench/coders-ab.sh HEAD hsplit,huffman8 int8`, natively and `TARGET=wasi`).
 const HSPLIT_MIN_WORDS: usize = 4096;
 
 /// Under a policy with [`LitPolicy::hsplit`] (`--fast-decode`), the program to
