@@ -22,7 +22,7 @@
 # and runs them under Node (scripts/wasi-runner.mjs).
 # Clean up with rm -rf target/coders-ab.
 set -euo pipefail
-[[ $# -ge 1 ]] || { sed -n '2,22p' "$0"; exit 2; }
+[[ $# -ge 1 ]] || { sed -n '2,23p' "$0"; exit 2; }
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 ROOT=$(cd "$HERE/.." && pwd)
 REV=$1
