@@ -249,7 +249,8 @@ const HUFFMAN8_MIN_WORDS: usize = 4096;
 /// Measured again at 4bfdfb0 with a throwaway build that tried it on bytes: the int8
 /// archive 20,943,496 B against 20,804,828 (and above zstd -19's 20,919,609), one
 /// thread 33.9 against 33.4 ms (`bench/threads.py --runs 11`), in Node 51.4-54.0
-/// against 55.3-56.5 ms (`decodeArchive`, best of 15, both orders). Synthetic
+/// against 55.3-56.5 ms (a throwaway script timing the package's `decodeArchive`
+/// on both archives in turn, best of 15, both orders). Synthetic
 /// int8-like bytes (6.6 bits a byte, against that file's 7.3) made it look 1.7-1.8x
 /// faster (`bench/coders-ab.sh HEAD hsplit,huffman8 int8`, natively and `TARGET=wasi`).
 const HSPLIT_MIN_WORDS: usize = 4096;

@@ -187,8 +187,8 @@ fn encode_lanes<W: Word, const L: usize>(symbols: &[W], width: u8) -> Option<Vec
 /// Whether `huffman8` decodes its lanes four at a time ([`run_halves`]): in
 /// WebAssembly only. Natively, eight at once are faster: with this set natively,
 /// `bench/coders-ab.sh` gave 0.76x on BF16's exponent bytes and 7-bit mantissas.
-/// In WebAssembly, eight at once were still slower once lookups rotated (one
-/// register fewer a lookup): 0.84-0.86x on int8-like bytes, exponents and
+/// In WebAssembly, eight at once were still slower once lookups rotated:
+/// 0.84-0.86x on int8-like bytes, exponents and
 /// mantissas (`TARGET=wasi bench/coders-ab.sh`, one run).
 const HALVES8: bool = cfg!(target_arch = "wasm32");
 
