@@ -17,7 +17,7 @@
 # int8 (the same weights quantized to bytes, scale max/127: about 6.6 bits a byte
 # coded, where the int8 ONNX corpus file takes 7.3, so it flatters coders that do
 # well on short codes). Env: SECONDS_PER_CASE
-# (default 4); FEATURES (the format crate's, for both: e.g. "simd", which the CLI
+# (default 4); FEATURES (the format crate's, space-separated, for both: e.g. "simd", which the CLI
 # builds with); TARGET=wasi builds both as WebAssembly (wasm32-wasip1, +simd128)
 # and runs them under Node (scripts/wasi-runner.mjs).
 # Clean up with rm -rf target/coders-ab.
