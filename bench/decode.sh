@@ -9,9 +9,10 @@ if [[ -z ${BREVIS_BIN:-} ]]; then
   cargo build --release -p brevis-encoder --manifest-path "$REPO/Cargo.toml" >&2
   BREVIS_BIN=${CARGO_TARGET_DIR:-$REPO/target}/release/brevis
 fi
-# The library's in-memory decode (`decode_all`), built as the CLI is (with `simd`).
+# The library's in-memory decode (`decode_all`), built as the CLI is (with `simd`
+# and `huge-pages`).
 if [[ -z ${DECODE_ALL_BIN:-} ]]; then
-  cargo build --release -p brevis-decoder --features simd --example decode_all --manifest-path "$REPO/Cargo.toml" >&2
+  cargo build --release -p brevis-decoder --features simd,huge-pages --example decode_all --manifest-path "$REPO/Cargo.toml" >&2
   DECODE_ALL_BIN=${CARGO_TARGET_DIR:-$REPO/target}/release/examples/decode_all
 fi
 PY=python3

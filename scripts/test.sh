@@ -64,10 +64,10 @@ fi
 log "cargo test (release)"
 cargo test --workspace --release
 
-# The workspace build turns on brevis-format's `simd` and `recycle` features
-# (the CLI asks for them); the format crate's own tests run again without them,
+# The workspace build turns on brevis-format's `simd`, `recycle` and `huge-pages`
+# features (the CLI asks for them); the format crate's own tests run again without them,
 # on the safe code alone and zeroed buffers, as WebAssembly and other CPUs get it.
-log "brevis-format without features simd and recycle: clippy and tests"
+log "brevis-format without features simd, recycle and huge-pages: clippy and tests"
 cargo clippy -p brevis-format --all-targets --release -- -D warnings
 cargo test -p brevis-format --release -q
 

@@ -6,7 +6,7 @@
 //! `brevis verify` (output hashed and dropped chunk by chunk) is not.
 //!
 //! ```text
-//! cargo run --release -p brevis-decoder --features simd --example decode_all -- [--runs N] ARCHIVE...
+//! cargo run --release -p brevis-decoder --features simd,huge-pages --example decode_all -- [--runs N] ARCHIVE...
 //! ```
 //!
 //! Prints one JSON object a line per archive: `archive`, `output_bytes`, and the

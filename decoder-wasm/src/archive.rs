@@ -900,7 +900,15 @@ impl Output {
     fn new(declared: u64, archive_bytes: usize) -> Self {
         let earned = crate::earned_capacity(declared, archive_bytes as u64);
         let bytes = match usize::try_from(declared) {
-            Ok(n) if earned == declared => alloc::vec![0; n],
+            Ok(n) if earned == declared => {
+                #[allow(unused_mut)] // written to with the feature `huge-pages` only
+                let mut zeroed = alloc::vec![0; n];
+                // Before any byte is written: the kernel can then map the buffer
+                // 2 MiB at a time as chunks fill it (measured in `docs/UNSAFE.md`).
+                #[cfg(feature = "huge-pages")]
+                brevis_format::pages::advise_huge_pages(&mut zeroed);
+                zeroed
+            }
             _ => Vec::with_capacity(usize::try_from(earned).unwrap_or(0)),
         };
         Output {

@@ -15,12 +15,14 @@
 //! adds AVX2 and BMI2 twins of hot decode loops, chosen at run time; their one
 //! `unsafe` call each is fenced in `wire::simd` (see `docs/UNSAFE.md`). The opt-in
 //! feature `recycle` (with `std`) decodes literals into buffers of chunks already
-//! dropped instead of zeroed ones (`spare`). Every
+//! dropped instead of zeroed ones (`spare`). The opt-in feature `huge-pages` (with
+//! `std`) asks Linux for transparent huge pages for large output buffers; its one
+//! `unsafe` call (`madvise`) is fenced in `pages`. Every
 //! length, count and offset read from bytes is untrusted and checked before it
 //! allocates or indexes; see `docs/FORMAT.md`.
 #![no_std]
-#![cfg_attr(not(feature = "simd"), forbid(unsafe_code))]
-#![cfg_attr(feature = "simd", deny(unsafe_code))]
+#![cfg_attr(not(any(feature = "simd", feature = "huge-pages")), forbid(unsafe_code))]
+#![cfg_attr(any(feature = "simd", feature = "huge-pages"), deny(unsafe_code))]
 #![warn(missing_docs)]
 
 extern crate alloc;
@@ -72,6 +74,8 @@ pub mod bytes;
 pub mod dtype;
 pub mod error;
 pub mod ops;
+#[cfg(feature = "huge-pages")]
+pub mod pages;
 pub mod program;
 #[cfg(feature = "recycle")]
 pub mod spare;
