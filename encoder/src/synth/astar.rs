@@ -49,7 +49,7 @@ use std::sync::Arc;
 use brevis_format::archive::chunk_checksum;
 use brevis_format::program::{serialized_size, Node};
 use brevis_format::stream::Stream;
-use brevis_format::wire::LitEncoding;
+use brevis_format::wire::{LengthRule, LitEncoding};
 
 use super::lit::{pick_lit_below, prefer_fast_root, LitPolicy};
 use super::prior::{Context, Prior, PriorCounts};
@@ -199,6 +199,7 @@ enum Leaf {
         s: Arc<Stream>,
         encoding: LitEncoding,
         size: usize,
+        lengths: LengthRule,
     },
 }
 
@@ -223,10 +224,16 @@ impl Leaf {
     fn node(&self) -> Node {
         match self {
             Leaf::Node(n) => n.clone(),
-            Leaf::Lit { s, encoding, size } => super::lit::PickedLit {
+            Leaf::Lit {
+                s,
+                encoding,
+                size,
+                lengths,
+            } => super::lit::PickedLit {
                 encoding: *encoding,
                 size: *size,
                 node: None,
+                lengths: *lengths,
             }
             .build(s),
         }
@@ -373,6 +380,7 @@ impl Run<'_> {
                                 s: hole.s.clone(),
                                 encoding: picked.encoding,
                                 size: picked.size,
+                                lengths: picked.lengths,
                             },
                         }
                     }

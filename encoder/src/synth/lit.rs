@@ -3,7 +3,7 @@
 
 use brevis_format::program::{serialized_size, Node};
 use brevis_format::stream::Stream;
-use brevis_format::wire::{self, raw, LitEncoding};
+use brevis_format::wire::{self, raw, LengthRule, LitEncoding};
 use brevis_format::with_words;
 
 /// Which of the slower encodings to try.
@@ -30,6 +30,10 @@ pub struct LitPolicy {
     pub hsplit: bool,
     /// Try `Lit.rans` (where its estimate says it could be kept).
     pub rans: bool,
+    /// How `huffman` and `huffman8` literals limit their code lengths:
+    /// [`LengthRule::SMALLEST`], or [`LengthRule::FAST_DECODE`] under
+    /// `--fast-decode`.
+    pub lengths: LengthRule,
 }
 
 /// [`LitPolicy::tensor_zstd_retry`] by default: for the chunks of tensors (and of
@@ -66,6 +70,7 @@ impl LitPolicy {
             nbr: true,
             hsplit: false,
             rans: true,
+            lengths: LengthRule::SMALLEST,
         }
     }
 
@@ -106,12 +111,14 @@ impl LitPolicy {
     }
 
     /// The same policy favouring decode speed: no `Lit.nbr`, `Lit.hsplit` tried,
-    /// and a slower encoding must win by [`FAST_DECODE_SLACK_PPM`].
+    /// a slower encoding must win by [`FAST_DECODE_SLACK_PPM`], and Huffman codes
+    /// are kept short ([`LengthRule::FAST_DECODE`]).
     pub fn fast_decode(self) -> Self {
         LitPolicy {
             decode_slack_ppm: FAST_DECODE_SLACK_PPM,
             nbr: false,
             hsplit: true,
+            lengths: LengthRule::FAST_DECODE,
             ..self
         }
     }
@@ -119,9 +126,14 @@ impl LitPolicy {
 
 /// A literal node for `s` in `encoding`, if the encoding applies.
 pub fn lit(s: &Stream, encoding: LitEncoding, zstd_level: i32) -> Option<Node> {
+    lit_with(s, encoding, zstd_level, LengthRule::SMALLEST)
+}
+
+/// [`lit`], with Huffman code lengths limited by `lengths`.
+pub fn lit_with(s: &Stream, encoding: LitEncoding, zstd_level: i32, lengths: LengthRule) -> Option<Node> {
     let payload = match encoding {
         LitEncoding::Zstd => zstd_payload(s, zstd_level)?,
-        e => wire::encode(e, s)?,
+        e => wire::encode_with(e, s, lengths)?,
     };
     Some(Node::Lit {
         width: s.width(),
@@ -343,6 +355,8 @@ pub struct PickedLit {
     pub size: usize,
     /// The literal, if a trial built it.
     pub node: Option<Node>,
+    /// The policy's Huffman length rule, which `size` assumes.
+    pub lengths: LengthRule,
 }
 
 impl PickedLit {
@@ -350,7 +364,7 @@ impl PickedLit {
     pub fn build(self, s: &Stream) -> Node {
         let node = self
             .node
-            .unwrap_or_else(|| lit(s, self.encoding, 0).expect("the picked encoding applies"));
+            .unwrap_or_else(|| lit_with(s, self.encoding, 0, self.lengths).expect("the picked encoding applies"));
         debug_assert_eq!(serialized_size(&node), self.size);
         node
     }
@@ -378,7 +392,11 @@ pub fn pick_lit_below(s: &Stream, policy: &LitPolicy, bound: usize) -> PickedLit
     // Huffman's size is exact from its code lengths: its payload is only
     // built if it is picked. It and rANS's plan come from one count of the symbols.
     let counts = wire::count_symbols(s);
-    let huffman_len = |encoding| counts.as_ref().and_then(|c| wire::huffman_len_counted(encoding, s, c));
+    let huffman_len = |encoding| {
+        counts
+            .as_ref()
+            .and_then(|c| wire::huffman_len_counted(encoding, s, c, policy.lengths))
+    };
     if let Some(len) = huffman_len(LitEncoding::Huffman) {
         sizes.push((LitEncoding::Huffman, lit_size(s, len)));
     }
@@ -463,6 +481,7 @@ pub fn pick_lit_below(s: &Stream, policy: &LitPolicy, bound: usize) -> PickedLit
     PickedLit {
         encoding: enc,
         size,
+        lengths: policy.lengths,
         node: built
             .into_iter()
             .find(|n| matches!(n, Node::Lit { encoding, .. } if *encoding == enc)),
@@ -544,7 +563,7 @@ mod tests {
     /// What `pick_lit_below` picks with every trial coded (as before rANS was
     /// planned first): exact sizes of raw, packed, Huffman, rANS, and `hsplit` and
     /// `nbr` where the policy tries them, then `pick`, and `huffman8` where
-    /// Huffman is picked. zstd is left out (its trials do not depend on rANS's
+    /// Huffman is picked, Huffman codes limited by the policy's rule. zstd is left out (its trials do not depend on rANS's
     /// size when rANS is coded; the policies below have it off).
     fn pick_coding_every_trial(s: &Stream, policy: &LitPolicy) -> (LitEncoding, usize, Vec<(LitEncoding, usize)>) {
         use LitEncoding::*;
@@ -559,11 +578,12 @@ mod tests {
         }
         let mut sizes: Vec<(LitEncoding, usize)> = encodings
             .into_iter()
-            .filter_map(|e| lit(s, e, 0).map(|node| (e, serialized_size(&node))))
+            .filter_map(|e| lit_with(s, e, 0, policy.lengths).map(|node| (e, serialized_size(&node))))
             .collect();
         let mut enc = pick(&sizes, policy.decode_slack_ppm).unwrap();
         if enc == Huffman && s.len() >= HUFFMAN8_MIN_WORDS {
-            sizes.push((Huffman8, serialized_size(&lit(s, Huffman8, 0).unwrap())));
+            let node = lit_with(s, Huffman8, 0, policy.lengths).unwrap();
+            sizes.push((Huffman8, serialized_size(&node)));
             enc = pick(&sizes, policy.decode_slack_ppm).unwrap();
         }
         let size = sizes.iter().find(|(e, _)| *e == enc).unwrap().1;

@@ -62,9 +62,36 @@ use crate::stream::Word;
 const MAX_CODE_LEN: u32 = 16;
 /// The shortest length limit the encoder tries.
 const MIN_LIMIT: u32 = 11;
-/// How much bigger than the best 16-bit-limited code (in parts per 10 000 of the coded
-/// bits) a shorter limit may make the data; shorter codes mean a smaller decode table.
-const LIMIT_SLACK: u64 = 3;
+
+/// How the encoder picks a `huffman` or `huffman8` literal's longest code: the
+/// shortest limit, from 11 bits up, whose coded size is within a slack (parts per
+/// 10 000 of the coded bits) of the best code limited to 16 bits. Shorter codes
+/// decode faster: a smaller table, and more codes between two refills of a lane
+/// (`56 / bits`: five of at most 11 bits, four of 12 or 13).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct LengthRule {
+    slack_per_10k: u64,
+}
+
+impl LengthRule {
+    /// Within 3 parts per 10 000: the smallest archives (the default).
+    pub const SMALLEST: LengthRule = LengthRule { slack_per_10k: 3 };
+    /// Within 15 parts per 10 000 (`brevis compress --fast-decode`). Bytes of int8
+    /// weights, whose codes run to 12 bits under [`LengthRule::SMALLEST`], cost 7
+    /// to 11 parts per 10 000 more at 11 bits: the int8 all-MiniLM ONNX file's
+    /// `--fast-decode` archive grew by 0.07% (20,804,828 to 20,819,780 B) and
+    /// `decode_all` of it ran 1.09x as fast natively (best of 15, three rounds in
+    /// turns) and 1.00-1.13x in Node (best of 15 `decodeArchive` calls, four runs,
+    /// both orders); isnet's quint8 ONNX archive grew 0.08% and decoded 1.08x as
+    /// fast natively. (Throwaway builds with this slack for every archive.)
+    pub const FAST_DECODE: LengthRule = LengthRule { slack_per_10k: 15 };
+}
+
+impl Default for LengthRule {
+    fn default() -> Self {
+        LengthRule::SMALLEST
+    }
+}
 /// Widths up to this one use 16-bit decode table entries (`symbol << 5 | length`).
 const NARROW_WIDTH: u8 = 11;
 /// Interleaved bit streams of `huffman` (tag 2).
@@ -79,12 +106,22 @@ const WHAT: &str = "huffman literal";
 /// streams. Returns `None` for a width outside 1..=16 or a symbol that does not
 /// fit `width`.
 pub fn encode<W: Word>(symbols: &[W], width: u8) -> Option<Vec<u8>> {
-    encode_lanes::<W, LANES>(symbols, width)
+    encode_lanes::<W, LANES>(symbols, width, LengthRule::SMALLEST)
 }
 
 /// [`encode`] in [`LANES8`] bit streams (`huffman8`).
 pub fn encode8<W: Word>(symbols: &[W], width: u8) -> Option<Vec<u8>> {
-    encode_lanes::<W, LANES8>(symbols, width)
+    encode_lanes::<W, LANES8>(symbols, width, LengthRule::SMALLEST)
+}
+
+/// [`encode`] (`lanes` = [`LANES`]) or [`encode8`] ([`LANES8`]) with code
+/// lengths limited by `rule`; `None` also for another lane count.
+pub fn encode_with<W: Word>(symbols: &[W], width: u8, lanes: usize, rule: LengthRule) -> Option<Vec<u8>> {
+    match lanes {
+        LANES => encode_lanes::<W, LANES>(symbols, width, rule),
+        LANES8 => encode_lanes::<W, LANES8>(symbols, width, rule),
+        _ => None,
+    }
 }
 
 /// The exact length of [`encode`]'s payload (`lanes` = [`LANES`]) or
@@ -92,27 +129,33 @@ pub fn encode8<W: Word>(symbols: &[W], width: u8) -> Option<Vec<u8>> {
 /// and each bit stream's length is its codes' total length, rounded up to a
 /// byte. `None` where the encoder would return `None` (or for another lane count).
 pub fn encoded_len<W: Word>(symbols: &[W], width: u8, lanes: usize) -> Option<usize> {
-    encoded_len_counted(symbols, width, lanes, &census(symbols, width)?)
+    encoded_len_counted(symbols, width, lanes, &census(symbols, width)?, LengthRule::SMALLEST)
 }
 
 /// [`encoded_len`] given the symbols' census (`tables::census` of the same
-/// symbols and width).
-pub(super) fn encoded_len_counted<W: Word>(symbols: &[W], width: u8, lanes: usize, census: &Census) -> Option<usize> {
+/// symbols and width), of the payload [`encode_with`] makes with `rule`.
+pub(super) fn encoded_len_counted<W: Word>(
+    symbols: &[W],
+    width: u8,
+    lanes: usize,
+    census: &Census,
+    rule: LengthRule,
+) -> Option<usize> {
     match lanes {
-        LANES => Some(encoded_len_lanes::<W, LANES>(symbols, width, census)),
-        LANES8 => Some(encoded_len_lanes::<W, LANES8>(symbols, width, census)),
+        LANES => Some(encoded_len_lanes::<W, LANES>(symbols, width, census, rule)),
+        LANES8 => Some(encoded_len_lanes::<W, LANES8>(symbols, width, census, rule)),
         _ => None,
     }
 }
 
-fn encoded_len_lanes<W: Word, const L: usize>(symbols: &[W], width: u8, census: &Census) -> usize {
+fn encoded_len_lanes<W: Word, const L: usize>(symbols: &[W], width: u8, census: &Census, rule: LengthRule) -> usize {
     let (syms, cs) = match census {
         Census::Payload(p) => return p.len(),
         Census::Symbols(syms, cs) => (syms, cs),
     };
     let mut w = BitWriter::default();
     write_symbol_set(&mut w, syms);
-    let lens = choose_lengths(cs);
+    let lens = choose_lengths(cs, rule);
     write_lengths(&mut w, &lens);
     let mut len_of = vec![0u8; 1usize << width];
     for (&s, &l) in syms.iter().zip(&lens) {
@@ -143,14 +186,14 @@ pub fn decode8<W: Word>(payload: &[u8], width: u8, out: &mut [W]) -> Result<()> 
     decode_lanes(payload, width, out, LANES8, HALVES8)
 }
 
-fn encode_lanes<W: Word, const L: usize>(symbols: &[W], width: u8) -> Option<Vec<u8>> {
+fn encode_lanes<W: Word, const L: usize>(symbols: &[W], width: u8, rule: LengthRule) -> Option<Vec<u8>> {
     let (syms, cs) = match census(symbols, width)? {
         Census::Payload(p) => return Some(p),
         Census::Symbols(syms, cs) => (syms, cs),
     };
     let mut w = BitWriter::default();
     write_symbol_set(&mut w, &syms);
-    let lens = choose_lengths(&cs);
+    let lens = choose_lengths(&cs, rule);
     write_lengths(&mut w, &lens);
     let mut out = w.finish();
 
@@ -641,15 +684,15 @@ impl Lane {
 }
 
 /// Code lengths for `counts` (at least two): the shortest limit from
-/// `max(MIN_LIMIT, ceil(log2 S))` up to 16 whose coded size is within `LIMIT_SLACK`
-/// of the 16-bit-limited optimum. Package-merge's lists are built once for all the
-/// limits ([`PackageMerge`]).
-fn choose_lengths(counts: &[u64]) -> Vec<u8> {
+/// `max(MIN_LIMIT, ceil(log2 S))` up to 16 whose coded size is within `rule`'s
+/// slack of the 16-bit-limited optimum. Package-merge's lists are built once for
+/// all the limits ([`PackageMerge`]).
+fn choose_lengths(counts: &[u64], rule: LengthRule) -> Vec<u8> {
     let cost = |lens: &[u8]| -> u64 { counts.iter().zip(lens).map(|(&c, &l)| c * u64::from(l)).sum() };
     let lo = MIN_LIMIT.max(ceil_log2(counts.len() as u64));
     let merge = PackageMerge::new(counts, MAX_CODE_LEN);
     let best = merge.lengths(MAX_CODE_LEN);
-    let target = cost(&best) + cost(&best) * LIMIT_SLACK / 10_000;
+    let target = cost(&best) + cost(&best) * rule.slack_per_10k / 10_000;
     for limit in lo..MAX_CODE_LEN {
         let lens = merge.lengths(limit);
         if cost(&lens) <= target {
@@ -800,6 +843,52 @@ mod tests {
         }
         assert_eq!(encoded_len(&[1u8, 2], 8, 5), None);
         assert_eq!(encoded_len(&[300u16], 8, LANES), None);
+    }
+
+    /// Bytes shaped like int8 weights (a rounded normal, about 7.3 bits each):
+    /// the default rule keeps codes over 11 bits, the fast-decode rule takes
+    /// 11 bits for at most its slack, and both payloads decode and are priced
+    /// exactly.
+    #[test]
+    fn fast_decode_rule_shortens_codes_within_its_slack() {
+        let mut rng = super::super::tables::testing::Rng(11);
+        let words: Vec<u8> = (0..200_000)
+            .map(|_| {
+                // The sum of four uniform variables: close to normal.
+                let sum: i64 = (0..4).map(|_| (rng.next() % 1024) as i64).sum();
+                ((sum - 2046) / 14).clamp(-128, 127) as i8 as u8
+            })
+            .collect();
+        let Census::Symbols(_, counts) = census(&words, 8).unwrap() else {
+            panic!("several symbols")
+        };
+        let cost = |lens: &[u8]| -> u64 { counts.iter().zip(lens).map(|(&c, &l)| c * u64::from(l)).sum() };
+        let small = choose_lengths(&counts, LengthRule::SMALLEST);
+        let fast = choose_lengths(&counts, LengthRule::FAST_DECODE);
+        let longest = |lens: &[u8]| lens.iter().copied().max().unwrap();
+        assert!(
+            longest(&small) > 11 && longest(&fast) == 11,
+            "the shape this test is about"
+        );
+        let best = cost(&PackageMerge::new(&counts, MAX_CODE_LEN).lengths(MAX_CODE_LEN));
+        assert!(
+            cost(&fast) * 10_000 <= best * (10_000 + 15),
+            "{} over {best}",
+            cost(&fast)
+        );
+        assert!(
+            cost(&fast) * 10_000 > best * (10_000 + 3),
+            "the default rule would take it"
+        );
+        for (rule, lanes) in [(LengthRule::SMALLEST, LANES), (LengthRule::FAST_DECODE, LANES8)] {
+            let payload = encode_with(&words, 8, lanes, rule).unwrap();
+            let c = census(&words, 8).unwrap();
+            assert_eq!(encoded_len_counted(&words, 8, lanes, &c, rule), Some(payload.len()));
+            let mut out = vec![0u8; words.len()];
+            decode_lanes(&payload, 8, &mut out, lanes, lanes == LANES8 && HALVES8).unwrap();
+            assert_eq!(out, words);
+        }
+        assert_eq!(encode_with(&words, 8, 5, LengthRule::FAST_DECODE), None);
     }
 
     #[test]

@@ -21,6 +21,7 @@ use alloc::vec::Vec;
 
 use crate::error::{FormatError, Result};
 use crate::stream::{Stream, Words, WordsMut};
+pub use huffman::LengthRule;
 
 pub mod bitpack;
 pub mod ctx;
@@ -280,7 +281,7 @@ pub fn huffman_len(encoding: LitEncoding, stream: &Stream) -> Option<usize> {
     if !matches!(encoding, LitEncoding::Huffman | LitEncoding::Huffman8) {
         return None;
     }
-    huffman_len_counted(encoding, stream, &count_symbols(stream)?)
+    huffman_len_counted(encoding, stream, &count_symbols(stream)?, LengthRule::SMALLEST)
 }
 
 /// A stream's symbols counted once ([`count_symbols`]) for the trials that
@@ -299,8 +300,14 @@ pub fn count_symbols(stream: &Stream) -> Option<SymbolCounts> {
     census.map(SymbolCounts)
 }
 
-/// [`huffman_len`] given the counts of the same stream ([`count_symbols`]).
-pub fn huffman_len_counted(encoding: LitEncoding, stream: &Stream, counts: &SymbolCounts) -> Option<usize> {
+/// [`huffman_len`] given the counts of the same stream ([`count_symbols`]), of
+/// the payload [`encode_with`] makes with `rule`.
+pub fn huffman_len_counted(
+    encoding: LitEncoding,
+    stream: &Stream,
+    counts: &SymbolCounts,
+    rule: LengthRule,
+) -> Option<usize> {
     let lanes = match encoding {
         LitEncoding::Huffman => huffman::LANES,
         LitEncoding::Huffman8 => huffman::LANES8,
@@ -310,8 +317,8 @@ pub fn huffman_len_counted(encoding: LitEncoding, stream: &Stream, counts: &Symb
         return None;
     }
     match stream.words() {
-        Words::U8(w) => huffman::encoded_len_counted(w, stream.width(), lanes, &counts.0),
-        Words::U16(w) => huffman::encoded_len_counted(w, stream.width(), lanes, &counts.0),
+        Words::U8(w) => huffman::encoded_len_counted(w, stream.width(), lanes, &counts.0, rule),
+        Words::U16(w) => huffman::encoded_len_counted(w, stream.width(), lanes, &counts.0, rule),
         _ => None,
     }
 }
@@ -341,6 +348,12 @@ pub fn rans_encode(plan: rans::Plan, stream: &Stream) -> Vec<u8> {
 /// whose encoder lives in the encoder crate). Returns `None` where the encoding
 /// does not apply to this stream.
 pub fn encode(encoding: LitEncoding, stream: &Stream) -> Option<Vec<u8>> {
+    encode_with(encoding, stream, LengthRule::SMALLEST)
+}
+
+/// [`encode`], with the code lengths of `huffman` and `huffman8` limited by
+/// `rule` (the other encodings do not use it).
+pub fn encode_with(encoding: LitEncoding, stream: &Stream, rule: LengthRule) -> Option<Vec<u8>> {
     let width = stream.width();
     if !encoding.supports_width(width) {
         return None;
@@ -348,16 +361,18 @@ pub fn encode(encoding: LitEncoding, stream: &Stream) -> Option<Vec<u8>> {
     match encoding {
         LitEncoding::Raw => Some(crate::with_words!(stream.words(), w => raw::encode(w, width))),
         LitEncoding::BitPacked => Some(crate::with_words!(stream.words(), w => bitpack::encode(w, width))),
-        LitEncoding::Huffman => match stream.words() {
-            Words::U8(w) => huffman::encode(w, width),
-            Words::U16(w) => huffman::encode(w, width),
-            _ => None,
-        },
-        LitEncoding::Huffman8 => match stream.words() {
-            Words::U8(w) => huffman::encode8(w, width),
-            Words::U16(w) => huffman::encode8(w, width),
-            _ => None,
-        },
+        LitEncoding::Huffman | LitEncoding::Huffman8 => {
+            let lanes = if encoding == LitEncoding::Huffman {
+                huffman::LANES
+            } else {
+                huffman::LANES8
+            };
+            match stream.words() {
+                Words::U8(w) => huffman::encode_with(w, width, lanes, rule),
+                Words::U16(w) => huffman::encode_with(w, width, lanes, rule),
+                _ => None,
+            }
+        }
         LitEncoding::HSplit => match stream.words() {
             Words::U8(w) => hsplit::encode(w, width),
             Words::U16(w) => hsplit::encode(w, width),
@@ -437,7 +452,18 @@ mod tests {
                     let counts = count_symbols(&s).unwrap();
                     for enc in [LitEncoding::Huffman, LitEncoding::Huffman8] {
                         let coded = encode(enc, &s).map(|p| p.len());
-                        assert_eq!(huffman_len_counted(enc, &s, &counts), coded, "{enc:?} w{width} n{n}");
+                        assert_eq!(
+                            huffman_len_counted(enc, &s, &counts, LengthRule::SMALLEST),
+                            coded,
+                            "{enc:?} w{width} n{n}"
+                        );
+                        let rule = LengthRule::FAST_DECODE;
+                        let coded = encode_with(enc, &s, rule).map(|p| p.len());
+                        assert_eq!(
+                            huffman_len_counted(enc, &s, &counts, rule),
+                            coded,
+                            "{enc:?} w{width} n{n}"
+                        );
                     }
                     let counted = rans_plan_counted(&s, &counts).unwrap();
                     assert_eq!(rans_encode(counted, &s), encode(LitEncoding::Rans, &s).unwrap());

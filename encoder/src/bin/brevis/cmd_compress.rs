@@ -55,7 +55,8 @@ pub struct Args {
     no_reuse: bool,
     /// Favour decode speed over size: no context-coded literals (`Lit.ctx`,
     /// `Lit.nbr`), a slower-decoding literal encoding only where it is 3%
-    /// smaller, 1 MiB chunks instead of 4 MiB, and XXH3-128 file digests unless
+    /// smaller, Huffman codes kept short where that costs under 0.15%, 1 MiB
+    /// chunks instead of 4 MiB, and XXH3-128 file digests unless
     /// `--digest` says otherwise (what it costs and buys per file:
     /// `bench/decode.sh`, in `bench/RESULTS.md`).
     #[arg(long)]
