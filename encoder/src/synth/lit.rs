@@ -563,8 +563,9 @@ mod tests {
     /// What `pick_lit_below` picks with every trial coded (as before rANS was
     /// planned first): exact sizes of raw, packed, Huffman, rANS, and `hsplit` and
     /// `nbr` where the policy tries them, then `pick`, and `huffman8` where
-    /// Huffman is picked, Huffman codes limited by the policy's rule. zstd is left out (its trials do not depend on rANS's
-    /// size when rANS is coded; the policies below have it off).
+    /// Huffman is picked, Huffman codes limited by the policy's rule. zstd is
+    /// left out (its trials do not depend on rANS's size when rANS is coded; the
+    /// policies below have it off).
     fn pick_coding_every_trial(s: &Stream, policy: &LitPolicy) -> (LitEncoding, usize, Vec<(LitEncoding, usize)>) {
         use LitEncoding::*;
         let mut encodings = vec![Raw, BitPacked, Huffman, Rans];
