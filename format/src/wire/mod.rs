@@ -308,17 +308,23 @@ pub fn huffman_len_counted(
     counts: &SymbolCounts,
     rule: LengthRule,
 ) -> Option<usize> {
-    let lanes = match encoding {
-        LitEncoding::Huffman => huffman::LANES,
-        LitEncoding::Huffman8 => huffman::LANES8,
-        _ => return None,
-    };
+    let lanes = huffman_lanes(encoding)?;
     if !encoding.supports_width(stream.width()) {
         return None;
     }
     match stream.words() {
         Words::U8(w) => huffman::encoded_len_counted(w, stream.width(), lanes, &counts.0, rule),
         Words::U16(w) => huffman::encoded_len_counted(w, stream.width(), lanes, &counts.0, rule),
+        _ => None,
+    }
+}
+
+/// The bit streams of a Huffman encoding: [`huffman::LANES`] for `huffman`,
+/// [`huffman::LANES8`] for `huffman8`; `None` for the others.
+fn huffman_lanes(encoding: LitEncoding) -> Option<usize> {
+    match encoding {
+        LitEncoding::Huffman => Some(huffman::LANES),
+        LitEncoding::Huffman8 => Some(huffman::LANES8),
         _ => None,
     }
 }
@@ -362,11 +368,7 @@ pub fn encode_with(encoding: LitEncoding, stream: &Stream, rule: LengthRule) -> 
         LitEncoding::Raw => Some(crate::with_words!(stream.words(), w => raw::encode(w, width))),
         LitEncoding::BitPacked => Some(crate::with_words!(stream.words(), w => bitpack::encode(w, width))),
         LitEncoding::Huffman | LitEncoding::Huffman8 => {
-            let lanes = if encoding == LitEncoding::Huffman {
-                huffman::LANES
-            } else {
-                huffman::LANES8
-            };
+            let lanes = huffman_lanes(encoding)?;
             match stream.words() {
                 Words::U8(w) => huffman::encode_with(w, width, lanes, rule),
                 Words::U16(w) => huffman::encode_with(w, width, lanes, rule),
