@@ -7,7 +7,7 @@ use alloc::vec::Vec;
 
 use brevis_format::archive::{
     check_header, open_record, parse_end, parse_index, ChunkRecord, DigestKind, FileRecord, RecordHead, RecordKind,
-    SegmentKind, SegmentRecord, SegmentSource, END_LEN, HEADER_LEN,
+    SegmentKind, SegmentRecord, SegmentSource, UncheckedRecord, END_LEN, HEADER_LEN,
 };
 use brevis_format::stream::LeBytes;
 use brevis_format::FormatError;
@@ -682,6 +682,27 @@ impl<'a> Archive<'a> {
         Ok(body)
     }
 
+    /// A chunk's record, its framing checked.
+    fn chunk_record(&self, chunk: &ChunkInfo) -> Result<UncheckedRecord<'a>, FormatError> {
+        let start = chunk.offset as usize;
+        let rec = self.data.get(start..start + chunk.record_len as usize).unwrap_or(&[]);
+        UncheckedRecord::parse(rec)
+    }
+
+    /// Refuses a chunk body whose header declares another length than the
+    /// index gives the chunk (a salvaged archive lists lengths that were not
+    /// checked against the index).
+    fn check_declared_len(c: &ChunkInfo, body: &[u8]) -> Result<(), FormatError> {
+        match ChunkRecord::parse(body) {
+            Ok(header) if header.decoded_len != c.decoded_len => Err(FormatError::LengthMismatch {
+                what: "chunk length (against the index)",
+                expected: c.decoded_len,
+                found: header.decoded_len,
+            }),
+            _ => Ok(()),
+        }
+    }
+
     /// Decodes chunk `index` of a segment, checking it against its checksum
     /// and the length the index gives it. A copy reads its source's chunk; a
     /// delta segment XORs its base tensor's bytes in (the base is fetched and
@@ -724,8 +745,14 @@ impl<'a> Archive<'a> {
             .iter()
             .try_fold(0u64, |a, c| a.checked_add(c.decoded_len));
         let decode = || {
-            let body = self.checked_chunk_body(c)?;
-            let mut out = decode_chunk_bytes(body, &self.limits.program)?;
+            // Decoded before the record's checksum is checked, as in
+            // `read_chunk_into`.
+            let record = self.chunk_record(c)?;
+            let body = record.body();
+            let decoded =
+                Self::check_declared_len(c, body).and_then(|()| decode_chunk_bytes(body, &self.limits.program));
+            record.check()?;
+            let mut out = decoded?;
             if out.len() as u64 != c.decoded_len {
                 return Err(FormatError::LengthMismatch {
                     what: "chunk length (against the index)",
@@ -751,27 +778,16 @@ impl<'a> Archive<'a> {
         base: Option<&[u8]>,
         out: &mut [u8],
     ) -> Result<(), DecodeError> {
-        let body = self.checked_chunk_body(c)?;
-        decode_chunk_into(body, &self.limits.program, out)?;
+        // Decoded before the record's checksum is checked, while the record is
+        // in cache, and a bad checksum is the error whatever decoding found (see
+        // `UncheckedRecord`); nothing decoded is handed out unless it passes.
+        let record = self.chunk_record(c)?;
+        let body = record.body();
+        let decoded =
+            Self::check_declared_len(c, body).and_then(|()| decode_chunk_into(body, &self.limits.program, out));
+        record.check()?;
+        decoded?;
         xor_base(base, at, out)
-    }
-
-    /// [`Self::chunk_body`], refused if its header declares another length
-    /// than the index (before decoding it: a salvaged archive lists lengths
-    /// that were not checked against the index).
-    fn checked_chunk_body(&self, c: &ChunkInfo) -> Result<&'a [u8], DecodeError> {
-        let body = self.chunk_body(c)?;
-        if let Ok(header) = ChunkRecord::parse(body) {
-            if header.decoded_len != c.decoded_len {
-                return Err(FormatError::LengthMismatch {
-                    what: "chunk length (against the index)",
-                    expected: c.decoded_len,
-                    found: header.decoded_len,
-                }
-                .into());
-            }
-        }
-        Ok(body)
     }
 
     /// Decodes one segment (a tensor's raw bytes), checking each chunk and,

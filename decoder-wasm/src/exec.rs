@@ -3,7 +3,7 @@
 
 use alloc::vec::Vec;
 
-use brevis_format::archive::{chunk_checksum, ChunkRecord};
+use brevis_format::archive::{chunk_checksum, ChunkRecord, UncheckedRecord};
 use brevis_format::ops::interleave;
 use brevis_format::program::{self, Limits, Node, Type};
 use brevis_format::stream::{self, LeBytes, Stream, Words, WordsMut};
@@ -328,13 +328,13 @@ fn copy_output(bytes: &[u8], out: &mut [u8]) -> Result<()> {
 }
 
 /// [`decode_chunk_bytes`] of a whole chunk record (kind, length, body and
-/// checksum), whose checksum is checked first. What a [`crate::PendingChunk`]
-/// started by [`crate::StreamDecoder::next_event_ahead`] must give: the check is
-/// then made where the chunk decodes (another thread, say), not where the
-/// archive is read.
+/// checksum), whose checksum is checked too: after decoding, while the record
+/// is in cache ([`UncheckedRecord::read_then_check`]), and a bad one is the
+/// error whatever decoding found. What a [`crate::PendingChunk`] started by
+/// [`crate::StreamDecoder::next_event_ahead`] must give: the check is then made
+/// where the chunk decodes (another thread, say), not where the archive is read.
 pub fn decode_chunk_record(record: &[u8], limits: &Limits) -> Result<LeBytes> {
-    let (_, body) = brevis_format::archive::open_record(record)?;
-    decode_chunk_bytes(body, limits)
+    UncheckedRecord::parse(record)?.read_then_check(|body| decode_chunk_bytes(body, limits))
 }
 
 /// A chunk record's program, parsed and checked, ready to run without the record:

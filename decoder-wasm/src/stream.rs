@@ -942,14 +942,39 @@ impl StreamDecoder {
                     return Ok(false);
                 }
                 let start = self.pos;
-                if !self.checked_ahead() {
+                // A chunk decoded here (not started ahead) is decoded before its
+                // checksum is checked, while the record is in cache (see
+                // `UncheckedRecord`): `record` checks it before the chunk's bytes
+                // are used, and here it is checked after any error `record`
+                // returns, so that a bad checksum is the error, as if it had
+                // been checked first. Every other record is checked first. Not
+                // in WebAssembly: there the record was just copied in, piece by
+                // piece, so it is in cache already, and the module is smaller
+                // without (the npm package's size budget).
+                let started = self.predecoded.front().is_some_and(|(at, _, _)| *at == self.offset);
+                let deferred = head.kind == RecordKind::Chunk && !started && !cfg!(target_arch = "wasm32");
+                if head.kind == RecordKind::Chunk {
+                    // An error in this record, its checksum's included, is this
+                    // chunk's (`record` says the same when it gets there).
+                    if let (State::Chunk, Some(seg)) = (&self.state, &self.segment) {
+                        self.loc.chunk = Some(seg.chunk_no);
+                    }
+                }
+                let checked = deferred || self.checked_ahead();
+                if !checked {
                     open_record(&self.buf.bytes()[start..start + head.total_len()])?;
                 }
                 let offset = self.offset;
                 // Take the buffer out so the body can be borrowed while `self` changes.
                 let buf = core::mem::take(&mut self.buf);
-                let body = &buf.bytes()[start + 5..start + 5 + head.body_len as usize];
-                let result = self.record(head.kind, body, offset);
+                let record = &buf.bytes()[start..start + head.total_len()];
+                let body = &record[5..5 + head.body_len as usize];
+                let mut result = self.record(head.kind, body, offset, deferred.then_some(record));
+                if deferred && result.is_err() {
+                    if let Err(e) = open_record(record) {
+                        result = Err(e.into());
+                    }
+                }
                 self.buf = buf;
                 result?;
                 self.consume(head.total_len());
@@ -987,7 +1012,16 @@ impl StreamDecoder {
         false
     }
 
-    fn record(&mut self, kind: RecordKind, body: &[u8], offset: u64) -> Result<(), DecodeError> {
+    /// Takes in the record `kind` with `body` at `offset`. A chunk record whose
+    /// checksum is not checked yet comes as `unchecked`: it is checked once the
+    /// chunk is decoded, before its bytes are used.
+    fn record(
+        &mut self,
+        kind: RecordKind,
+        body: &[u8],
+        offset: u64,
+        unchecked: Option<&[u8]>,
+    ) -> Result<(), DecodeError> {
         match (&self.state, kind) {
             (State::FileOrIndex, RecordKind::File) => {
                 let record = FileRecord::parse(body)?;
@@ -1153,7 +1187,11 @@ impl StreamDecoder {
                         if other.is_some() {
                             self.predecoded.clear();
                         }
-                        decode_chunk_bytes(body, &self.limits.program)?.into()
+                        let decoded = decode_chunk_bytes(body, &self.limits.program);
+                        if let Some(record) = unchecked {
+                            open_record(record)?;
+                        }
+                        decoded?.into()
                     }
                 };
                 // A delta's bytes change below: what was hashed is not the file's.

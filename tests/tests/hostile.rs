@@ -1,10 +1,10 @@
 //! Truncated, damaged and handcrafted hostile archives: each gets a clear,
 //! typed error — never a panic, a hang, wrong bytes, or an allocation it did not earn.
 
-use brevis_decoder::{decode_all, Archive, DecodeLimits, ErrorKind, StreamDecoder};
+use brevis_decoder::{decode_all, decode_chunk_record, Archive, DecodeLimits, ErrorKind, StreamDecoder};
 use brevis_format::archive::{
-    end_body, header, index_body, put_record, ChunkRecord, DigestKind, FileRecord, IndexEntry, RecordKind, SegmentKind,
-    SegmentRecord, HEADER_LEN,
+    end_body, header, index_body, put_record, ChunkRecord, DigestKind, FileRecord, IndexEntry, RecordHead, RecordKind,
+    SegmentKind, SegmentRecord, HEADER_LEN,
 };
 use brevis_format::program::serialize;
 use brevis_format::{FormatError, Node};
@@ -70,6 +70,79 @@ fn every_flipped_bit_is_detected() {
                 }
             }
         }
+    }
+}
+
+/// Decoders decode a chunk before checking its record's checksum (while the
+/// record is in cache), yet a damaged chunk record must be reported as a bad
+/// checksum, as if it had been checked first, by every way of decoding it; and
+/// the streaming decoder must hand out none of its bytes.
+#[test]
+fn a_damaged_chunk_record_is_a_bad_checksum_whatever_its_body_says() {
+    let (archive, _) = small_archive();
+    let is_record_checksum = |e: &FormatError| matches!(e, FormatError::Checksum { what: "record", .. });
+    // The first CHUNK record.
+    let mut at = HEADER_LEN;
+    let (start, len) = loop {
+        let head = RecordHead::parse(&archive[at..]).unwrap();
+        if head.kind == RecordKind::Chunk {
+            break (at, head.total_len());
+        }
+        at += head.total_len();
+    };
+    let record = &archive[start..start + len];
+    let data_before: usize = {
+        // Bytes the stream hands out before this chunk: the chunks before it.
+        let mut dec = StreamDecoder::new(DecodeLimits::default());
+        dec.push(&archive[..start]);
+        let mut n = 0;
+        while let Some(ev) = dec.next_event().unwrap() {
+            if let brevis_decoder::Event::Data(d) = ev {
+                n += d.len();
+            }
+        }
+        n
+    };
+    assert!(decode_chunk_record(record, &Default::default()).is_ok());
+    // Every bit past the framing: the body (chunk header, program, payloads)
+    // and the stored checksum.
+    for bit in 5 * 8..len * 8 {
+        let mut bad = archive.clone();
+        bad[start + bit / 8] ^= 1 << (bit % 8);
+        let bad_record = &bad[start..start + len];
+        let e = decode_chunk_record(bad_record, &Default::default()).unwrap_err();
+        assert!(is_record_checksum(&e), "bit {bit}: decode_chunk_record: {e}");
+        // Located at the record, as its segment's first chunk.
+        let at_record = |e: &brevis_decoder::DecodeError| {
+            e.location.offset == Some(start as u64) && e.location.chunk == Some(0) && e.location.segment.is_some()
+        };
+        let e = decode_all(&bad, &DecodeLimits::default()).unwrap_err();
+        assert!(
+            is_record_checksum(&e.error) && at_record(&e),
+            "bit {bit}: decode_all: {e}"
+        );
+        let a = Archive::open(&bad, DecodeLimits::default()).unwrap();
+        let e = a.read_file(&a.files()[0]).unwrap_err();
+        assert!(
+            is_record_checksum(&e.error) && at_record(&e),
+            "bit {bit}: read_file: {e}"
+        );
+        let mut dec = StreamDecoder::new(DecodeLimits::default());
+        dec.push(&bad);
+        let mut handed_out = 0;
+        let e = loop {
+            match dec.next_event() {
+                Ok(Some(brevis_decoder::Event::Data(d))) => handed_out += d.len(),
+                Ok(Some(_)) => {}
+                Ok(None) => panic!("bit {bit}: the stream decoded a damaged record"),
+                Err(e) => break e,
+            }
+        };
+        assert!(is_record_checksum(&e.error) && at_record(&e), "bit {bit}: stream: {e}");
+        assert_eq!(
+            handed_out, data_before,
+            "bit {bit}: the stream handed out the damaged chunk's bytes"
+        );
     }
 }
 

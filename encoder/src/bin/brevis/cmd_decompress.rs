@@ -656,9 +656,10 @@ impl DecodePool {
     /// Queues the chunk record `record` to decode, its checksum checked by the
     /// job. Where `record` lies in `map` (the mapped archive), the job decodes
     /// it there: the thread reading the archive does not touch its bytes, and
-    /// the job's checksum pass brings them into its core's cache for decoding.
-    /// Else it is checked and parsed here, and the parsed program, which holds
-    /// its own copy of the literals' payloads, runs in the job: not a copy of
+    /// the job checks the checksum after decoding, when decoding has brought
+    /// them into its core's cache ([`decode_chunk_record`]). Else it is
+    /// checked and parsed here, and the parsed program, which holds its own
+    /// copy of the literals' payloads, runs in the job: not a copy of
     /// the record as well, so one copy of each chunk's bytes less in memory
     /// while it waits and runs (the two-thread peak on a synthetic 4 GiB
     /// `--fast-decode` archive rose past 64 MiB with a record copy per pending
