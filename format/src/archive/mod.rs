@@ -895,8 +895,8 @@ mod tests {
             record.read_then_check(refuse),
             Err(FormatError::Invalid { what: "the body" })
         ));
-        // A flipped bit anywhere past the framing: the checksum's error,
-        // whether the reading succeeded or failed.
+        // A flipped bit anywhere the framing still parses: the checksum's
+        // error, whether the reading succeeded or failed.
         for bit in 0..out.len() * 8 {
             let mut bad = out.clone();
             bad[bit / 8] ^= 1 << (bit % 8);
