@@ -149,9 +149,17 @@ impl StreamHandle {
         self.decoder.leave_sha256_to_caller();
     }
 
-    /// Appends compressed bytes.
-    pub fn push(&mut self, input: &[u8]) {
-        self.decoder.push(input);
+    /// Appends compressed bytes, copied from the JavaScript array straight into
+    /// the decoder's input buffer (a `&[u8]` argument would first be copied into
+    /// a fresh allocation of its own by the bindings, then again from there).
+    pub fn push(&mut self, input: &Uint8Array) {
+        let len = input.length() as usize;
+        let Ok(_) = self
+            .decoder
+            .fill(len, |space| -> Result<usize, core::convert::Infallible> {
+                input.copy_to(space);
+                Ok(len)
+            });
     }
 
     /// Compressed bytes pushed and not yet consumed.
