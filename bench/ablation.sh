@@ -4,7 +4,7 @@
 # context-coded literals on/off, sampled search of large tensor chunks on/off,
 # like chunks built from an earlier one's program shape on/off
 # and the --fast-decode knob, all in one run.
-# Writes bench/ABLATION.md.
+# Writes bench/ABLATION.md and the same table into bench/RESULTS.md.
 #
 #   bench/ablation.sh [CORPUS_DIR]
 #

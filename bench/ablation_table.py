@@ -1,7 +1,13 @@
-"""Formats bench/ablation.sh's raw results (config, file, bytes, wall s, CPU s) as Markdown."""
+"""Formats bench/ablation.sh's raw results (config, file, bytes, wall s, CPU s) as Markdown:
+prints bench/ABLATION.md and puts the same table in bench/RESULTS.md between the
+``ablation`` markers (issue 3 asks for it there, beside the per-dtype table)."""
 import datetime
 import sys
 from collections import OrderedDict
+
+from decode import write_section  # the same RESULTS.md sections (bench/ is on sys.path)
+
+START, END = "<!-- ablation:start -->", "<!-- ablation:end -->"
 
 raw, githash, command = sys.argv[1], sys.argv[2], sys.argv[3]
 rows = OrderedDict()
@@ -12,14 +18,16 @@ for line in open(raw):
     if f not in files:
         files.append(f)
 base = rows.get("astar e1 (default)")
-print("# Search ablation (issue 3)\n")
-print(f"- date: {datetime.date.today().isoformat()}, git {githash}")
-print(f"- command: `{command}` (single thread: `brevis compress --threads 1`)")
-print("- each cell: archive bytes / CPU seconds (user + system) of the whole compress (read, search, verify, write);")
-print("  wall seconds are in the totals (the machine is shared, so CPU time is the steadier figure)")
-print("- Δ: archive bytes against `astar e1 (default)` (the CLI's default)\n")
-print("| config | " + " | ".join(files) + " | total bytes | Δ total | total CPU s | total wall s |")
-print("|---|" + "---|" * (len(files) + 4))
+body = [
+    f"- date: {datetime.date.today().isoformat()}, git {githash}",
+    f"- command: `{command}` (single thread: `brevis compress --threads 1`)",
+    "- each cell: archive bytes / CPU seconds (user + system) of the whole compress (read, search, verify, write);",
+    "  wall seconds are in the totals (the machine is shared, so CPU time is the steadier figure)",
+    "- Δ: archive bytes against `astar e1 (default)` (the CLI's default)",
+    "",
+    "| config | " + " | ".join(files) + " | total bytes | Δ total | total CPU s | total wall s |",
+    "|---|" + "---|" * (len(files) + 4),
+]
 for cfg, r in rows.items():
     cells = []
     for f in files:
@@ -33,4 +41,8 @@ for cfg, r in rows.items():
         delta = f"{100.0 * (total - btotal) / btotal:+.3f}%"
     else:
         delta = "-"
-    print(f"| {cfg} | " + " | ".join(cells) + f" | {total:,} | {delta} | {cpu:.1f} | {wall:.1f} |")
+    body.append(f"| {cfg} | " + " | ".join(cells) + f" | {total:,} | {delta} | {cpu:.1f} | {wall:.1f} |")
+table = "\n".join(body) + "\n"
+print("# Search ablation (issue 3)\n")
+print(table, end="")
+write_section(f"## Search ablation (issue 3)\n\nMade by `bench/ablation.sh` (also in `bench/ABLATION.md`).\n\n{table}", START, END)

@@ -1257,10 +1257,10 @@ def write_outputs(results: dict, tools: list[Tool]) -> None:
     """Write results.json and RESULTS.md."""
     RESULTS_JSON.write_text(json.dumps(results, indent=1) + "\n", encoding="utf-8")
     md = render_markdown(results, tools)
-    # Keep the sections bench/decode.py, bench/compress_threads.py and
-    # bench/compress_phases.py maintain.
+    # Keep the sections bench/decode.py, bench/compress_threads.py,
+    # bench/compress_phases.py and bench/ablation.sh maintain.
     old = RESULTS_MD.read_text(encoding="utf-8") if RESULTS_MD.exists() else ""
-    for name in ("decode-bench", "compress-threads", "compress-phases"):
+    for name in ("decode-bench", "compress-threads", "compress-phases", "ablation"):
         start, end = f"<!-- {name}:start -->", f"<!-- {name}:end -->"
         if start in old and end in old:
             md = md.rstrip("\n") + "\n\n" + start + old.split(start, 1)[1].split(end, 1)[0] + end + "\n"

@@ -13,9 +13,14 @@ each file's fastest run) and splits its wall time with the report's ``phase_seco
 * rest: the difference to the wall time (reading, container parsing, the chunk
   checksums, the file digest, writing the archive, process start).
 
-Prints a markdown table; ``--write`` also puts it in ``bench/RESULTS.md`` between the
+A second table says what the search chose, from the same reports' ``usage``: per file, how
+many chunk programs are a bare ``Lit`` at the root (the search found no operator that paid:
+issue 3's fallback rate), how many chunks fell back to raw after failing verification, and
+how often each operator and each literal encoding occurs in the programs.
+
+Prints both as markdown; ``--write`` also puts them in ``bench/RESULTS.md`` between the
 ``compress-phases`` markers. Issue 3 asks for default-effort compression at least half
-as fast as ZipNN's: this is the map of what stands in the way."""
+as fast as ZipNN's: the first table is the map of what stands in the way."""
 
 from __future__ import annotations
 
@@ -27,6 +32,8 @@ import subprocess
 import tempfile
 import time
 from pathlib import Path
+
+from decode import write_section  # the same RESULTS.md sections (bench/ is on sys.path)
 
 ROOT = Path(__file__).resolve().parent.parent
 START, END = "<!-- compress-phases:start -->", "<!-- compress-phases:end -->"
@@ -58,6 +65,9 @@ def main() -> None:
 
     rows, tot = [], {k: 0.0 for k in ("mb", "wall", "searched", "templated", "verify", "rest")}
     chunks_tot = [0, 0]
+    # (file, the report's usage, its chunks stored raw after failing verification, stored
+    # chunk bytes, those of bare-literal chunks)
+    usages = []
     with tempfile.TemporaryDirectory() as d:
         for f in args.files:
             wall, r = min((one_run(args.bin, f, Path(d)) for _ in range(args.runs)), key=lambda x: x[0])
@@ -66,8 +76,13 @@ def main() -> None:
             n_tpl = sum(1 for c in chunks if c["from_template"])
             mb = r["original_bytes"] / 1e6
             rest = wall - ph["searched"] - ph["from_template"] - ph["verify"]
-            rows.append((os.path.relpath(f, os.path.dirname(os.path.dirname(f))), mb, wall, ph["searched"],
-                         len(chunks) - n_tpl, ph["from_template"], n_tpl, ph["verify"], rest))
+            name = os.path.relpath(f, os.path.dirname(os.path.dirname(f)))
+            rows.append((name, mb, wall, ph["searched"], len(chunks) - n_tpl, ph["from_template"], n_tpl,
+                         ph["verify"], rest))
+            # Stored bytes of all chunks and of those whose program is a bare literal.
+            stored = sum(c["bytes"] for c in chunks)
+            bare_stored = sum(c["bytes"] for c in chunks if c["program"].startswith("Lit."))
+            usages.append((name, r["usage"], r["verified_raw_fallbacks"], stored, bare_stored))
             for k, v in zip(("mb", "wall", "searched", "templated", "verify", "rest"),
                             (mb, wall, ph["searched"], ph["from_template"], ph["verify"], rest)):
                 tot[k] += v
@@ -97,17 +112,56 @@ def main() -> None:
     lines.append(f"| **all** | {tot['mb']:.1f} | {w:.2f} | {tot['mb'] / w:.1f} | "
                  f"{share(tot['searched'], w)} ({chunks_tot[0]}) | {share(tot['templated'], w)} ({chunks_tot[1]}) | "
                  f"{share(tot['verify'], w)} | {share(tot['rest'], w)} |")
-    table = "\n".join(lines)
+    table = "\n".join(lines) + "\n\n" + usage_table(usages)
     print(table)
     if args.write:
-        res = ROOT / "bench/RESULTS.md"
-        text = res.read_text()
-        block = f"{START}\n## Where compression time goes\n\n{table}\n{END}"
-        if START in text and END in text:
-            text = text[: text.index(START)] + block + text[text.index(END) + len(END):]
-        else:
-            text = text.rstrip("\n") + "\n\n" + block + "\n"
-        res.write_text(text)
+        write_section(f"## Where compression time goes, and what the search chose\n\n{table}", START, END)
+
+
+def usage_table(usages: list[tuple[str, dict, int, int, int]]) -> str:
+    """What the search chose, per file and over all of them: chunk programs that are a
+    bare ``Lit`` (the fallback rate), raw fallbacks after a failed verification, and the
+    count of each operator and each literal encoding in the programs."""
+    # Every report names every operator and encoding, in the encoder's order.
+    ops_names = list(usages[0][1]["operators"]) if usages else []
+    enc_names = list(usages[0][1]["literal_encodings"]) if usages else []
+    lines = [
+        "What the search chose (the same runs' `--report` `usage`): *bare Lit*, chunk programs that are a "
+        "single literal at the root, where no operator paid for itself (issue 3's fallback rate; often the right "
+        "program: a container's opaque bytes, a small tensor, int8 weights coded whole), and their share of the "
+        "chunks' stored bytes; *raw after "
+        "verify*, chunks whose program failed verification and were stored raw instead; then how many times "
+        "each operator and each literal encoding occurs in the chunks' programs.",
+        "",
+        "| file | chunks | bare Lit | bare Lit, of stored bytes | raw after verify | " + " | ".join(ops_names)
+        + " | " + " | ".join(f"`{e}`" for e in enc_names) + " |",
+        "| --- | ---: | ---: | ---: | ---: | " + " | ".join("---:" for _ in ops_names + enc_names) + " |",
+    ]
+    total = {"chunks": 0, "bare_lit": 0, "raw": 0, "stored": 0, "bare_stored": 0,
+             "operators": dict.fromkeys(ops_names, 0), "literal_encodings": dict.fromkeys(enc_names, 0)}
+
+    def row(name: str, chunks: int, bare: int, stored: int, bare_stored: int, raw: int, ops: dict,
+            encs: dict) -> str:
+        rate = f"{bare} ({100 * bare / chunks:.1f}%)" if chunks else "0"
+        of_bytes = f"{100 * bare_stored / stored:.1f}%" if stored else "-"
+        return (f"| {name} | {chunks} | {rate} | {of_bytes} | {raw} | "
+                + " | ".join(str(ops[o]) for o in ops_names) + " | " + " | ".join(str(encs[e]) for e in enc_names)
+                + " |")
+
+    for name, u, raw, stored, bare_stored in usages:
+        lines.append(row(f"`{name}`", u["chunks"], u["bare_lit"], stored, bare_stored, raw, u["operators"],
+                         u["literal_encodings"]))
+        total["chunks"] += u["chunks"]
+        total["bare_lit"] += u["bare_lit"]
+        total["raw"] += raw
+        total["stored"] += stored
+        total["bare_stored"] += bare_stored
+        for key in ("operators", "literal_encodings"):
+            for n, count in u[key].items():
+                total[key][n] += count
+    lines.append(row("**all**", total["chunks"], total["bare_lit"], total["stored"], total["bare_stored"],
+                     total["raw"], total["operators"], total["literal_encodings"]))
+    return "\n".join(lines) + "\n"
 
 
 if __name__ == "__main__":
