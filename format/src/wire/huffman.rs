@@ -377,13 +377,13 @@ fn table_bits(maxlen: u32) -> u32 {
 
 /// A decode table on the next [`Lookup::bits`] bits of a stream.
 trait Lookup {
+    /// The entries' type, whose [`Entry::split`] reads what [`Self::entry`] gives.
+    type E: Entry;
     /// The entry of the code at bit `used` from the top of `word` (`used` plus
     /// the table's bits at most 64).
     fn entry(&self, word: u64, used: u32) -> u32;
     /// How many bits it looks up.
     fn bits(&self) -> u32;
-    /// The code length and the symbol of an entry ([`Entry::split`]).
-    fn split(e: u32) -> (u32, u32);
 }
 
 /// A table whose size is a constant, so the compiler sees every lookup in bounds
@@ -403,6 +403,8 @@ impl<'a, E, const SLOTS: usize> Fixed<'a, E, SLOTS> {
 
 #[cfg(not(target_arch = "wasm32"))]
 impl<E: Entry, const SLOTS: usize> Lookup for Fixed<'_, E, SLOTS> {
+    type E = E;
+
     #[inline(always)]
     fn entry(&self, word: u64, used: u32) -> u32 {
         // Below `SLOTS`: in bounds.
@@ -411,11 +413,6 @@ impl<E: Entry, const SLOTS: usize> Lookup for Fixed<'_, E, SLOTS> {
 
     fn bits(&self) -> u32 {
         SLOTS.trailing_zeros()
-    }
-
-    #[inline(always)]
-    fn split(e: u32) -> (u32, u32) {
-        E::split(e)
     }
 }
 
@@ -433,6 +430,8 @@ struct Masked<'a, E> {
 
 #[cfg(target_arch = "wasm32")]
 impl<E: Entry> Lookup for Masked<'_, E> {
+    type E = E;
+
     #[inline(always)]
     fn entry(&self, word: u64, used: u32) -> u32 {
         // The bits from `used` on rotated to the bottom: one shift by a variable
@@ -443,11 +442,6 @@ impl<E: Entry> Lookup for Masked<'_, E> {
 
     fn bits(&self) -> u32 {
         self.bits
-    }
-
-    #[inline(always)]
-    fn split(e: u32) -> (u32, u32) {
-        E::split(e)
     }
 }
 
@@ -684,7 +678,7 @@ impl Lane {
     /// Decodes one symbol; at least the table's `bits` unconsumed bits must be in `word`.
     #[inline(always)]
     fn decode<W: Word, T: Lookup>(&mut self, table: &T) -> W {
-        let (len, sym) = T::split(table.entry(self.word, self.used));
+        let (len, sym) = T::E::split(table.entry(self.word, self.used));
         self.used += len;
         W::from_u64(u64::from(sym))
     }
