@@ -134,11 +134,13 @@ def peak_rss_mb(argv: list[str]) -> float:
     return int(r.stderr.strip().splitlines()[-1]) * 1024 / 1e6
 
 
-def decode_all_seconds(binary: str, archive: Path) -> float:
+def decode_all_seconds(binary: str, archive: Path, threads: int = 1) -> float:
     """Seconds of one ``brevis_decoder::decode_all`` call on ``archive`` held in memory
     (every file rebuilt into memory, every check made, one thread), as
-    ``decoder-wasm/examples/decode_all.rs`` times it after a warm-up call."""
-    r = subprocess.run([binary, "--runs", "1", str(archive)], check=True, capture_output=True, text=True)
+    ``decoder-wasm/examples/decode_all.rs`` times it after a warm-up call; with
+    ``threads`` > 1, of ``decode_all_threads`` (each file's chunks on that many threads)."""
+    argv = [binary, "--runs", "1", "--threads", str(threads), str(archive)]
+    r = subprocess.run(argv, check=True, capture_output=True, text=True)
     return float(json.loads(r.stdout.splitlines()[-1])["best"])
 
 
@@ -202,9 +204,13 @@ def measure(path: Path, brevis: str, baseline: str | None, runs: int, dtype: str
     in_memory: dict[str, list[float]] = {}
     decode_all_bin = os.environ.get("DECODE_ALL_BIN")
     if decode_all_bin:
-        for name, archive in (("brevis_mem_1t", brv), ("fast_mem_1t", fast)):
-            in_memory[name] = []
-            measures[name] = lambda a=archive, n=name: in_memory[n].append(decode_all_seconds(decode_all_bin, a))
+        for name, archive in (("brevis", brv), ("fast", fast)):
+            for t in (1, 2):
+                key = f"{name}_mem_{t}t"
+                in_memory[key] = []
+                measures[key] = lambda a=archive, k=key, t=t: in_memory[k].append(
+                    decode_all_seconds(decode_all_bin, a, t)
+                )
     secs.update(best_of_each(measures, runs))
     for name, times in in_memory.items():
         secs[name] = min(times)
@@ -290,7 +296,7 @@ def render(results: dict) -> str:
     head = "| file | MB | brevis 1 thread | brevis 2 threads |" + (" baseline brevis 1 thread |" if base else "")
     head += " zstd -3 -d | zstd -19 -d | ZipNN | brevis ÷ ZipNN | brevis ÷ zstd -3 | 2 threads ÷ 1 |"
     head += " two processes ÷ one |"
-    head += " brevis in memory | in memory ÷ ZipNN |"
+    head += " brevis in memory | in memory ÷ ZipNN | in memory 2 threads ÷ 1 |"
     head += " brevis 1 thread → file | zstd -3 -d → file |"
     cols = head.count("|") - 1
     lines = [
@@ -312,7 +318,9 @@ def render(results: dict) -> str:
         "  output and drops it. Its ratio to ZipNN compares like with like; `brevis verify`'s does not (it writes",
         "  no output, and counts its process's start). With the feature `huge-pages` the library asks the",
         "  kernel for transparent huge pages for each file's buffer (`madvise`), so filling it takes a page",
-        "  fault every 2 MiB instead of every 4 KiB; ZipNN's `decompress()` does not ask.",
+        "  fault every 2 MiB instead of every 4 KiB; ZipNN's `decompress()` does not ask. In memory 2",
+        "  threads = `brevis_decoder::decode_all_threads` with 2 threads (each file's chunks decoded on both,",
+        "  timed the same way): no process start and no thread pool's to count, unlike `verify --threads 2`.",
         "- two processes ÷ one = two `brevis verify --threads 1` of the archive run at once (`run_pair`),",
         "  their throughput together over one's: what this machine's two cores give two decodes that share",
         "  nothing but the machine, the most that two threads of one process can get here.",
@@ -329,6 +337,7 @@ def render(results: dict) -> str:
         cells += [ratio(m["brevis_1t"], m["zipnn"]), ratio(m["brevis_1t"], m["zstd3"])]
         cells += [ratio(m["brevis_2t"], m["brevis_1t"]), ratio(m.get("brevis_pair"), m["brevis_1t"])]
         cells += [fmt(m.get("brevis_mem_1t")), ratio(m.get("brevis_mem_1t"), m["zipnn"])]
+        cells += [ratio(m.get("brevis_mem_2t"), m.get("brevis_mem_1t"))]
         cells += [fmt(m["brevis_1t_file"]), fmt(m["zstd3_file"])]
         lines.append("| " + " | ".join(cells) + " |")
     lines.append("")
@@ -345,8 +354,8 @@ def render(results: dict) -> str:
         "",
         "| file | default archive B | `--fast-decode` archive B | size | fast 1 thread | fast ÷ default 1 thread |"
         " fast 2 threads | fast 2 threads ÷ 1 | fast: two processes ÷ one | fast ÷ ZipNN | fast ÷ zstd -3 |"
-        " fast in memory | fast in memory ÷ ZipNN |",
-        "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
+        " fast in memory | fast in memory ÷ ZipNN | fast in memory 2 threads | fast in memory 2 threads ÷ 1 |",
+        "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
     ]
     for r in results["files"]:
         m, z = r["mb_s"], r["sizes"]
@@ -356,6 +365,7 @@ def render(results: dict) -> str:
         cells += [ratio(m["fast_2t"], m["fast_1t"]), ratio(m.get("fast_pair"), m["fast_1t"])]
         cells += [ratio(m["fast_1t"], m["zipnn"]), ratio(m["fast_1t"], m["zstd3"])]
         cells += [fmt(m.get("fast_mem_1t")), ratio(m.get("fast_mem_1t"), m["zipnn"])]
+        cells += [fmt(m.get("fast_mem_2t")), ratio(m.get("fast_mem_2t"), m.get("fast_mem_1t"))]
         lines.append("| " + " | ".join(cells) + " |")
     lines += [
         "",

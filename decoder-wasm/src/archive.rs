@@ -42,7 +42,20 @@ pub struct DecodedFile {
 /// the index says. (Both accept the same archives: the fuzz targets `archive`
 /// and `stream` check it.)
 pub fn decode_all(archive: &[u8], limits: &DecodeLimits) -> Result<Vec<DecodedFile>, DecodeError> {
-    decode_indexed(Archive::open(archive, *limits)).or_else(|_| decode_all_from(archive, StreamDecoder::new(*limits)))
+    decode_indexed(Archive::open(archive, *limits), |a, f| a.read_file(f))
+        .or_else(|_| decode_all_from(archive, StreamDecoder::new(*limits)))
+}
+
+/// [`decode_all`] with each file's chunks decoded on up to `threads` threads
+/// ([`Archive::read_file_threads`]): the same files, checks and errors.
+#[cfg(feature = "std")]
+pub fn decode_all_threads(
+    archive: &[u8],
+    limits: &DecodeLimits,
+    threads: usize,
+) -> Result<Vec<DecodedFile>, DecodeError> {
+    decode_indexed(Archive::open(archive, *limits), |a, f| a.read_file_threads(f, threads))
+        .or_else(|_| decode_all_from(archive, StreamDecoder::new(*limits)))
 }
 
 /// [`decode_all`] for an archive stored against a base (a fine-tune): the base
@@ -52,15 +65,21 @@ pub fn decode_all_with_base(
     limits: &DecodeLimits,
     base: alloc::boxed::Box<dyn BaseProvider>,
 ) -> Result<Vec<DecodedFile>, DecodeError> {
-    decode_indexed(Archive::open(archive, *limits).map(|a| a.with_base(&*base)))
-        .or_else(|_| decode_all_from(archive, StreamDecoder::with_base(*limits, base)))
+    decode_indexed(Archive::open(archive, *limits).map(|a| a.with_base(&*base)), |a, f| {
+        a.read_file(f)
+    })
+    .or_else(|_| decode_all_from(archive, StreamDecoder::with_base(*limits, base)))
 }
 
-/// Every file of an opened archive, by [`Archive::read_file`]; refused (for
-/// the [`StreamDecoder`] to say why) where a [`StreamDecoder`] would keep more
-/// than [`DecodeLimits::max_retained_bytes`] for copies, so that [`decode_all`]
+/// Every file of an opened archive, by `read` ([`Archive::read_file`] or
+/// [`Archive::read_file_threads`]); refused (for the [`StreamDecoder`] to say
+/// why) where a [`StreamDecoder`] would keep more than
+/// [`DecodeLimits::max_retained_bytes`] for copies, so that [`decode_all`]
 /// accepts what streaming accepts under the same limits.
-fn decode_indexed(archive: Result<Archive<'_>, DecodeError>) -> Result<Vec<DecodedFile>, DecodeError> {
+fn decode_indexed(
+    archive: Result<Archive<'_>, DecodeError>,
+    read: impl Fn(&Archive<'_>, &FileInfo) -> Result<Vec<u8>, DecodeError>,
+) -> Result<Vec<DecodedFile>, DecodeError> {
     let archive = archive?;
     let retained = peak_retained(archive.files());
     if retained > archive.limits.max_retained_bytes {
@@ -76,7 +95,7 @@ fn decode_indexed(archive: Result<Archive<'_>, DecodeError>) -> Result<Vec<Decod
         .iter()
         .map(|f| {
             Ok(DecodedFile {
-                data: archive.read_file(f)?,
+                data: read(&archive, f)?,
                 path: f.path.clone(),
                 digest: f.digest,
                 digest_kind: f.digest_kind,
@@ -684,9 +703,7 @@ impl<'a> Archive<'a> {
 
     /// A chunk's record, its framing checked.
     fn chunk_record(&self, chunk: &ChunkInfo) -> Result<UncheckedRecord<'a>, FormatError> {
-        let start = chunk.offset as usize;
-        let rec = self.data.get(start..start + chunk.record_len as usize).unwrap_or(&[]);
-        UncheckedRecord::parse(rec)
+        chunk_record(self.data, chunk)
     }
 
     /// Refuses a chunk body whose header declares another length than the
@@ -778,19 +795,7 @@ impl<'a> Archive<'a> {
         base: Option<&[u8]>,
         out: &mut [u8],
     ) -> Result<(), DecodeError> {
-        // Decoded before the record's checksum is checked, while the record is
-        // in cache, and a bad checksum is the error whatever decoding found (see
-        // `UncheckedRecord`); nothing decoded is handed out unless it passes.
-        // Spelled out here and in `read_chunk_with` rather than through
-        // `UncheckedRecord::read_then_check`: its closures put the WebAssembly
-        // module 36 B over the npm package's size budget.
-        let record = self.chunk_record(c)?;
-        let body = record.body();
-        let decoded =
-            Self::check_declared_len(c, body).and_then(|()| decode_chunk_into(body, &self.limits.program, out));
-        record.check()?;
-        decoded?;
-        xor_base(base, at, out)
+        read_chunk_into(self.data, &self.limits.program, c, at, base, out)
     }
 
     /// Decodes one segment (a tensor's raw bytes), checking each chunk and,
@@ -878,6 +883,205 @@ impl<'a> Archive<'a> {
         }
         Ok(out.bytes)
     }
+}
+
+#[cfg(feature = "std")]
+impl Archive<'_> {
+    /// [`Self::read_file`] with the file's chunks decoded on up to `threads`
+    /// threads, this one among them (`std::thread::scope`: none outlives the
+    /// call): the same bytes, the same checks. Each chunk is decoded straight
+    /// into its place in the file's buffer; whichever thread has just decoded
+    /// a chunk hashes, in file order, the chunks decoded so far that the digest
+    /// has not taken yet, mostly its own while they are in its cache. With
+    /// `threads` of 0 or 1, a file of one chunk, or a buffer the archive does
+    /// not earn whole ([`crate::earned_capacity`]), it is [`Self::read_file`].
+    /// Should anything fail (a chunk, the digest, a base, a thread that cannot
+    /// start is no failure: the others do its share), the file is read again
+    /// by [`Self::read_file`], whose error is returned: the same error, at the
+    /// same place, as one thread gives.
+    ///
+    /// Memory: the file's buffer, and each thread's working memory for one
+    /// chunk.
+    pub fn read_file_threads(&self, file: &FileInfo, threads: usize) -> Result<Vec<u8>, DecodeError> {
+        let chunks: usize = file.segments.iter().map(|s| s.chunks.len()).sum();
+        if threads <= 1 || chunks <= 1 {
+            return self.read_file(file);
+        }
+        match self.read_file_split(file, threads.min(chunks)) {
+            Some(bytes) => Ok(bytes),
+            None => self.read_file(file),
+        }
+    }
+
+    /// [`Self::read_file_threads`]'s work, `None` on any failure.
+    fn read_file_split(&self, file: &FileInfo, threads: usize) -> Option<Vec<u8>> {
+        use std::sync::atomic::{AtomicBool, Ordering};
+        use std::sync::Mutex;
+
+        let listed = file.segments.iter().try_fold(0u64, |a, s| a.checked_add(s.len));
+        if listed != Some(file.size) {
+            return None;
+        }
+        let mut out = Output::new(file.size, self.data.len());
+        if out.bytes.len() as u64 != file.size {
+            return None;
+        }
+        let bases = file
+            .segments
+            .iter()
+            .map(|s| self.base_of(file, s).ok())
+            .collect::<Option<Vec<_>>>()?;
+        // Every chunk of the file in order, with its offset in its segment, its
+        // segment's base and its place in the buffer.
+        let mut rest: &mut [u8] = &mut out.bytes;
+        let mut jobs = Vec::new();
+        for (seg, base) in file.segments.iter().zip(&bases) {
+            let mut at = 0u64;
+            for c in &seg.chunks {
+                let len = usize::try_from(c.decoded_len).ok().filter(|&n| n <= rest.len())?;
+                let (place, tail) = core::mem::take(&mut rest).split_at_mut(len);
+                rest = tail;
+                jobs.push((c, at, base.as_deref(), place));
+                at = at.checked_add(c.decoded_len)?;
+            }
+            if at != seg.len {
+                return None;
+            }
+        }
+        if !rest.is_empty() {
+            return None;
+        }
+        let count = jobs.len();
+        let queue = Mutex::new(jobs.into_iter().enumerate());
+        let digest = Mutex::new(InOrder {
+            digester: Digester::new(file.digest_kind),
+            next: 0,
+            ready: alloc::collections::BTreeMap::new(),
+        });
+        // Decoded chunks not yet given to `digest`: a thread that finds the
+        // digest busy leaves its chunk here and goes on decoding, and the
+        // thread hashing takes it before it lets go.
+        let decoded = Mutex::new(Vec::new());
+        let failed = AtomicBool::new(false);
+        let (data, program) = (self.data, &self.limits.program);
+        let work = || {
+            while !failed.load(Ordering::Relaxed) {
+                // The queue's lock is held only to take a job.
+                let job = queue.lock().ok().and_then(|mut q| q.next());
+                let Some((i, (c, at, base, place))) = job else { return };
+                let done = read_chunk_into(data, program, c, Some(at), base, &mut *place).is_ok()
+                    && decoded.lock().map(|mut d| d.push((i, &*place))).is_ok()
+                    && hash_decoded(&digest, &decoded);
+                if !done {
+                    failed.store(true, Ordering::Relaxed);
+                }
+            }
+        };
+        std::thread::scope(|s| {
+            for _ in 1..threads {
+                // A thread that cannot start leaves its share to the others.
+                let _ = std::thread::Builder::new().spawn_scoped(s, work);
+            }
+            work();
+        });
+        let mut digest = digest.into_inner().ok()?;
+        for (i, bytes) in decoded.into_inner().ok()? {
+            digest.take(i, bytes);
+        }
+        if failed.into_inner() || digest.next != count || digest.digester.finish() != file.digest {
+            return None;
+        }
+        Some(out.bytes)
+    }
+}
+
+/// Gives the chunks in `decoded` to `digest` and hashes what is in turn,
+/// unless another thread is at it (it then takes them); `false` if a lock is
+/// poisoned (a thread panicked).
+#[cfg(feature = "std")]
+fn hash_decoded<'b>(
+    digest: &std::sync::Mutex<InOrder<'b>>,
+    decoded: &std::sync::Mutex<Vec<(usize, &'b [u8])>>,
+) -> bool {
+    use std::sync::TryLockError;
+    loop {
+        let mut d = match digest.try_lock() {
+            Ok(d) => d,
+            Err(TryLockError::WouldBlock) => return true,
+            Err(TryLockError::Poisoned(_)) => return false,
+        };
+        let Ok(batch) = decoded.lock().map(|mut v| core::mem::take(&mut *v)) else {
+            return false;
+        };
+        for (i, bytes) in batch {
+            d.take(i, bytes);
+        }
+        drop(d);
+        // A chunk left while this thread hashed, after it took the batch,
+        // found the digest busy: this thread takes it. (Checked after letting
+        // go, so that none is left behind by both.)
+        match decoded.lock() {
+            Ok(v) if v.is_empty() => return true,
+            Ok(_) => {}
+            Err(_) => return false,
+        }
+    }
+}
+
+/// A file's digest taken over its chunks in order as they are decoded, in any
+/// order ([`Archive::read_file_threads`]).
+#[cfg(feature = "std")]
+struct InOrder<'b> {
+    digester: Digester,
+    /// The first chunk not hashed yet.
+    next: usize,
+    /// Chunks decoded ahead of it, by index.
+    ready: alloc::collections::BTreeMap<usize, &'b [u8]>,
+}
+
+#[cfg(feature = "std")]
+impl<'b> InOrder<'b> {
+    /// Takes chunk `index`'s bytes, and hashes every chunk from `next` on that
+    /// is decoded.
+    fn take(&mut self, index: usize, bytes: &'b [u8]) {
+        self.ready.insert(index, bytes);
+        while let Some(b) = self.ready.remove(&self.next) {
+            self.digester.update(b);
+            self.next += 1;
+        }
+    }
+}
+
+/// [`Archive::read_chunk_into`] on the archive's bytes `data` with program
+/// limits `program`: what the threads of [`Archive::read_file_threads`] run,
+/// which share these and not the archive (its base provider need not be `Sync`).
+fn read_chunk_into(
+    data: &[u8],
+    program: &brevis_format::program::Limits,
+    c: &ChunkInfo,
+    at: Option<u64>,
+    base: Option<&[u8]>,
+    out: &mut [u8],
+) -> Result<(), DecodeError> {
+    // Decoded before the record's checksum is checked, while the record is
+    // in cache, and a bad checksum is the error whatever decoding found (see
+    // `UncheckedRecord`); nothing decoded is handed out unless it passes.
+    // Spelled out here and in `read_chunk_with` rather than through
+    // `UncheckedRecord::read_then_check`: its closures put the WebAssembly
+    // module 36 B over the npm package's size budget.
+    let record = chunk_record(data, c)?;
+    let body = record.body();
+    let decoded = Archive::check_declared_len(c, body).and_then(|()| decode_chunk_into(body, program, out));
+    record.check()?;
+    decoded?;
+    xor_base(base, at, out)
+}
+
+/// A chunk's record in the archive's bytes `data`, its framing checked.
+fn chunk_record<'a>(data: &'a [u8], chunk: &ChunkInfo) -> Result<UncheckedRecord<'a>, FormatError> {
+    let start = chunk.offset as usize;
+    let rec = data.get(start..start + chunk.record_len as usize).unwrap_or(&[]);
+    UncheckedRecord::parse(rec)
 }
 
 /// XORs into `out`, a chunk's bytes `at` bytes into its segment, their part
@@ -984,4 +1188,45 @@ fn unreachable_kind() -> Result<(), DecodeError> {
         what: "index entry kind",
     }
     .into())
+}
+
+#[cfg(all(test, feature = "std"))]
+mod tests {
+    use super::*;
+
+    /// The threaded read itself succeeds (it is not the one-thread read it falls
+    /// back to), with the one-thread read's bytes; and it gives up on a damaged
+    /// chunk.
+    #[test]
+    fn files_split_over_threads_are_read_by_the_threads() {
+        let mut split = 0;
+        for golden in [
+            &include_bytes!("../../tests/golden/v1-mixed.brv")[..],
+            include_bytes!("../../tests/golden/v1-xxh3.brv"),
+            include_bytes!("../../tests/golden/v1-blake3.brv"),
+        ] {
+            let a = Archive::open(golden, DecodeLimits::default()).unwrap();
+            for f in a.files() {
+                let chunks: usize = f.segments.iter().map(|s| s.chunks.len()).sum();
+                if chunks < 2 {
+                    continue;
+                }
+                split += 1;
+                let one = a.read_file(f).unwrap();
+                for threads in [2, 3, chunks + 1] {
+                    assert!(a.read_file_split(f, threads) == Some(one.clone()), "{}", f.path);
+                }
+                // A byte of the file's last chunk's record flipped: the threads give up.
+                let last = f.segments.iter().rev().find_map(|s| s.chunks.last()).unwrap();
+                let mut bad = golden.to_vec();
+                bad[(last.offset + last.record_len / 2) as usize] ^= 1;
+                let files = a.files().to_vec();
+                let damaged = Archive::with_index(&bad, &files, DecodeLimits::default());
+                let f = &files[a.files().iter().position(|g| g.path == f.path).unwrap()];
+                assert!(damaged.read_file_split(f, 2).is_none(), "{}", f.path);
+                assert_eq!(damaged.read_file_threads(f, 2), damaged.read_file(f));
+            }
+        }
+        assert!(split > 0, "no golden file has several chunks");
+    }
 }

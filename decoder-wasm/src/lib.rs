@@ -6,7 +6,9 @@
 //!
 //! Two doors:
 //! - [`decode_all`] / [`Archive`]: a whole archive in memory — every file, or one
-//!   tensor by name through the index (random access);
+//!   tensor by name through the index (random access); with `std`,
+//!   `decode_all_threads` / [`Archive::read_file_threads`] decode each file's
+//!   chunks on several threads (the same files, checks and errors);
 //! - [`StreamDecoder`]: push bytes as they arrive, pull [`Event`]s (file started,
 //!   segment started, decoded bytes, file finished and verified). Memory stays
 //!   bounded by one record (at most 64 MiB, typically a few MiB), plus the
@@ -48,6 +50,8 @@ mod stream;
 #[allow(unsafe_code)]
 pub mod wasm;
 
+#[cfg(feature = "std")]
+pub use archive::decode_all_threads;
 pub use archive::{decode_all, decode_all_with_base, Archive, BaseRef, ChunkInfo, DecodedFile, FileInfo, SegmentInfo};
 pub use brevis_format as format;
 pub use brevis_format::archive::DigestKind;

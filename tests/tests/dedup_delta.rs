@@ -417,6 +417,7 @@ fn a_finetune_against_its_base_is_small_exact_and_refused_without_it() {
     let f = &archive.files()[0];
     assert!(f.segments.iter().any(|s| s.base.is_some()));
     assert!(archive.read_file(f).unwrap() == tuned);
+    assert!(archive.read_file_threads(f, 3).unwrap() == tuned);
     for s in f.segments.iter().filter(|s| s.base.is_some()) {
         let whole = archive.read_segment(f, s).unwrap();
         let by_chunk: Vec<u8> = (0..s.chunks.len())
@@ -438,6 +439,7 @@ fn a_finetune_against_its_base_is_small_exact_and_refused_without_it() {
     let bare = Archive::open(&delta, DecodeLimits::default()).unwrap();
     let e = bare.read_file(&bare.files()[0]).unwrap_err();
     assert_eq!(e.kind(), ErrorKind::Base, "{e}");
+    assert_eq!(bare.read_file_threads(&bare.files()[0], 2).unwrap_err(), e);
 
     // A wrong base: same names, other bytes. The encoder's provider gives the
     // tensor of that name, which the decoder refuses by its hash...
@@ -482,6 +484,7 @@ fn a_finetune_against_its_base_is_small_exact_and_refused_without_it() {
         .with_base(&careless);
     let e = archive.read_file(&archive.files()[0]).unwrap_err();
     assert!(matches!(e.error, FormatError::BaseMismatch { .. }), "{e}");
+    assert_eq!(archive.read_file_threads(&archive.files()[0], 4).unwrap_err(), e);
 
     // Tensors the base does not have, or has with another shape, are stored alone.
     let reshaped = safetensors_file(&[(

@@ -2,7 +2,10 @@
 //! decompress --threads N` does) must give exactly the events and the errors of
 //! `next_event`, on whole, truncated and damaged archives, however the input is
 //! pushed and whenever the chunks finish; and reading input in place
-//! (`StreamDecoder::fill`, as the CLI does) is pushing it.
+//! (`StreamDecoder::fill`, as the CLI does) is pushing it. The library's
+//! in-memory decode on several threads (`decode_all_threads`,
+//! `Archive::read_file_threads`) must give what one thread gives, files or
+//! error.
 
 use std::fs;
 use std::path::Path;
@@ -12,8 +15,8 @@ use brevis_decoder::format::program::Limits;
 use brevis_decoder::format::stream::LeBytes;
 use brevis_decoder::format::FormatError;
 use brevis_decoder::{
-    decode_chunk_record, Ahead, Blake3Tree, ChunkPlace, DecodeError, DecodeLimits, DecodedChunk, DigestKind, Event,
-    FileHasher, PendingChunk, Piece, StreamDecoder, Subtrees,
+    decode_all, decode_all_threads, decode_chunk_record, Ahead, Archive, Blake3Tree, ChunkPlace, DecodeError,
+    DecodeLimits, DecodedChunk, DigestKind, Event, FileHasher, PendingChunk, Piece, StreamDecoder, Subtrees,
 };
 use brevis_encoder::synth::CandidateSearch;
 use brevis_encoder::{compress_files, CompressOptions, InputFile};
@@ -696,6 +699,59 @@ fn reads_can_stop_where_records_end() {
         // (With 4 KiB reads at least, these small records are mostly read whole.)
         if min <= 100 {
             assert!(exact > 10, "min {min}: {exact} reads to a record's end");
+        }
+    }
+}
+
+#[test]
+fn decoding_in_memory_on_threads_changes_nothing() {
+    let golden = fs::read(Path::new(env!("CARGO_MANIFEST_DIR")).join("golden/v1-mixed.brv")).unwrap();
+    let mut archives = vec![golden];
+    for digest in [DigestKind::Sha256, DigestKind::Blake3, DigestKind::Xxh3] {
+        archives.push(many_chunks_hashed(digest));
+    }
+    let limits = DecodeLimits::default();
+    for archive in &archives {
+        let want = decode_all(archive, &limits).unwrap();
+        for threads in [0, 1, 2, 3, 8] {
+            assert_eq!(
+                decode_all_threads(archive, &limits, threads).unwrap(),
+                want,
+                "{threads} threads"
+            );
+        }
+        // File by file, through the index.
+        let a = Archive::open(archive, limits).unwrap();
+        for (f, w) in a.files().iter().zip(&want) {
+            assert!(a.read_file_threads(f, 4).unwrap() == w.data, "{}", f.path);
+        }
+    }
+    // The threads really share the work: more chunks than threads.
+    let a = Archive::open(&archives[1], limits).unwrap();
+    let chunks: usize = a.files()[0].segments.iter().map(|s| s.chunks.len()).sum();
+    assert!(chunks > 8, "{chunks} chunks");
+}
+
+#[test]
+fn damaged_archives_fail_on_threads_as_on_one() {
+    let limits = DecodeLimits::default();
+    for digest in [DigestKind::Sha256, DigestKind::Xxh3] {
+        let archive = many_chunks_hashed(digest);
+        let step = (archive.len() / 300).max(1);
+        for at in (0..archive.len()).step_by(step) {
+            let mut bad = archive.clone();
+            bad[at] ^= 0x5a;
+            assert_eq!(
+                decode_all_threads(&bad, &limits, 3),
+                decode_all(&bad, &limits),
+                "byte {at}"
+            );
+            let cut = &archive[..at];
+            assert_eq!(
+                decode_all_threads(cut, &limits, 2),
+                decode_all(cut, &limits),
+                "prefix {at}"
+            );
         }
     }
 }
