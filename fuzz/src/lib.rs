@@ -8,7 +8,7 @@
 //!
 //! | target | input | what must hold |
 //! |---|---|---|
-//! | `archive` | any bytes | `decode_all`, `Archive::open` + `read_file`, `Archive::scan` + `read_chunk`: no panic, hang or unbounded allocation; successes agree |
+//! | `archive` | any bytes | `decode_all`, `Archive::open` + `read_file` (and `read_file_threads`, which must give the same), `Archive::scan` + `read_chunk`: no panic, hang or unbounded allocation; successes agree |
 //! | `program` | program bytes | `program::parse` (default limits) never panics; what parses is canonical and, when small, evaluates to its type |
 //! | `literal` | encoding, width, count, payload | `wire::decode` never panics; decoded words fit their type; re-encoding round-trips |
 //! | `stream` | piece schedule, archive | `StreamDecoder` fed in pieces agrees with `decode_all` (same files, or both fail) |
@@ -263,6 +263,10 @@ pub fn check_archive(a: &[u8]) {
                     Ok(bytes) => assert!(bytes == *data, "{path}: read_file differs from decode_all"),
                     Err(e) => panic!("{path}: decode_all succeeded, read_file failed: {e}"),
                 }
+                match ar.read_file_threads(info, 2) {
+                    Ok(bytes) => assert!(bytes == *data, "{path}: read_file_threads differs from decode_all"),
+                    Err(e) => panic!("{path}: decode_all succeeded, read_file_threads failed: {e}"),
+                }
             }
         }
         (Ok(_), Err(e)) => panic!("decode_all succeeded, Archive::open failed: {e}"),
@@ -285,7 +289,13 @@ fn scan_checks(a: &[u8]) {
     let mut total = 0u64;
     let declared = ar.files().iter().fold(0u64, |acc, f| acc.saturating_add(f.size));
     for f in ar.files() {
-        if let Ok(bytes) = ar.read_file(f) {
+        let one = ar.read_file(f);
+        assert!(
+            ar.read_file_threads(f, 2) == one,
+            "{}: read_file_threads differs from read_file",
+            f.path
+        );
+        if let Ok(bytes) = one {
             assert_eq!(
                 digest(f.digest_kind, &bytes),
                 f.digest,
