@@ -7,7 +7,7 @@
 //! Two doors:
 //! - [`decode_all`] / [`Archive`]: a whole archive in memory — every file, or one
 //!   tensor by name through the index (random access); with `std`,
-//!   `decode_all_threads` / [`Archive::read_file_threads`] decode each file's
+//!   `decode_all_threads` / `Archive::read_file_threads` decode each file's
 //!   chunks on several threads (the same files, checks and errors);
 //! - [`StreamDecoder`]: push bytes as they arrive, pull [`Event`]s (file started,
 //!   segment started, decoded bytes, file finished and verified). Memory stays
@@ -24,7 +24,8 @@
 //! checked after it is rebuilt.
 //!
 //! ## Features
-//! - `std` (default): `std::error::Error` for errors and `std::io` helpers.
+//! - `std` (default): `std::error::Error` for errors, `std::io` helpers, and
+//!   `decode_all_threads` / `Archive::read_file_threads` (threads of `std`).
 //! - `simd`: `brevis-format`'s AVX2 and BMI2 decode loops on x86-64, chosen at run
 //!   time (the `brevis` CLI's setting; the `unsafe` they need is in `brevis-format`,
 //!   see `docs/UNSAFE.md`). Hashing and the loops without a twin are the same either way.
