@@ -895,10 +895,10 @@ impl Archive<'_> {
     /// has not taken yet, mostly its own while they are in its cache. With
     /// `threads` of 0 or 1, a file of one chunk, or a buffer the archive does
     /// not earn whole ([`crate::earned_capacity`]), it is [`Self::read_file`].
-    /// Should anything fail (a chunk, the digest, a base, a thread that cannot
-    /// start is no failure: the others do its share), the file is read again
-    /// by [`Self::read_file`], whose error is returned: the same error, at the
-    /// same place, as one thread gives.
+    /// Should anything fail (a chunk, the digest, a base), the file is read
+    /// again by [`Self::read_file`], whose error is returned: the same error,
+    /// at the same place, as one thread gives. (A thread that cannot start is
+    /// no failure: the others do its share.)
     ///
     /// Memory: the file's buffer, and each thread's working memory for one
     /// chunk.
@@ -1028,8 +1028,8 @@ fn hash_decoded<'b>(
     }
 }
 
-/// A file's digest taken over its chunks in order as they are decoded, in any
-/// order ([`Archive::read_file_threads`]).
+/// A file's digest over its chunks in file order, fed them in whatever order
+/// the threads of [`Archive::read_file_threads`] decode them.
 #[cfg(feature = "std")]
 struct InOrder<'b> {
     digester: Digester,
