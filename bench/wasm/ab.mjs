@@ -1,6 +1,6 @@
 // Decode throughput of two builds of the npm package on the same archives, in
 // one Node process, alternating A and B each round (best of --rounds): the
-// raw binding `decode_all` and `decodeArchive`, and each build's wasm memory
+// raw wasm call (raw.mjs) and `decodeArchive`, and each build's wasm memory
 // after the archive's rounds (wasm memory never shrinks: the peak so far, over
 // this archive and the ones before it). See bench/wasm/ab.sh.
 //
@@ -8,6 +8,8 @@
 import { readFileSync } from 'node:fs';
 import { basename } from 'node:path';
 import { parseArgs } from 'node:util';
+
+import { decodeRaw } from './raw.mjs';
 
 const { values: opts, positionals: archives } = parseArgs({
   options: { a: { type: 'string' }, b: { type: 'string' }, rounds: { type: 'string', default: '7' } },
@@ -18,10 +20,10 @@ for (const [label, dir] of [['A', opts.a], ['B', opts.b]]) {
   const core = await import(`${dir}/src/node.js`);
   const wasm = await import(`${dir}/wasm/brevis_decoder.js`);
   await core.init();
-  builds.push({ label, decodeAll: wasm.decode_all, decodeArchive: core.decodeArchive, memory: core.wasmMemoryBytes });
+  builds.push({ label, wasm, decodeArchive: core.decodeArchive, memory: core.wasmMemoryBytes });
 }
 const mbps = (bytes, ms) => (bytes / ms / 1000).toFixed(0);
-console.log('| archive | A decode_all | B decode_all | B / A | A decodeArchive | B decodeArchive | B / A | A wasm MB | B wasm MB |');
+console.log('| archive | A raw | B raw | B / A | A decodeArchive | B decodeArchive | B / A | A wasm MB | B wasm MB |');
 console.log('|---|---:|---:|---:|---:|---:|---:|---:|---:|');
 for (const archive of archives) {
   const bytes = new Uint8Array(readFileSync(archive));
@@ -33,10 +35,8 @@ for (const archive of archives) {
       // it), so neither pays for the other's garbage.
       globalThis.gc?.();
       let t = performance.now();
-      let files = b.decodeAll(bytes, Infinity, -1);
+      out = decodeRaw(b.wasm, bytes);
       const raw = performance.now() - t;
-      out = files.reduce((s, f) => s + f.bytes.length, 0);
-      files = null;
       globalThis.gc?.();
       t = performance.now();
       await b.decodeArchive(bytes);

@@ -1,6 +1,6 @@
 // Decode throughput, one run, same files, single thread unless stated:
-// brevis-decoder (wasm, in Node) through its raw call and through its stream
-// API, against native brevis, native zstd -3 / -19 and the npm zstd wasm
+// brevis-decoder (wasm, in Node) through its raw call (raw.mjs) and through its
+// stream API, against native brevis, native zstd -3 / -19 and the npm zstd wasm
 // decoder (zstddec) on the zstd -19 file. Run by bench/wasm/run.sh.
 //
 //   node decode.mjs --brevis BIN --work DIR [--repeat N] FILE...
@@ -17,8 +17,10 @@ import { basename, join } from 'node:path';
 import { parseArgs } from 'node:util';
 
 import { BrevisDecompressionStream, decodeArchive, init } from 'brevis-decoder';
-import { decode_all as rawDecodeAll } from 'brevis-decoder/wasm';
+import * as wasm from 'brevis-decoder/wasm';
 import { ZSTDDecoder } from 'zstddec';
+
+import { decodeRaw } from './raw.mjs';
 
 const { values: opts, positionals: files } = parseArgs({
   options: {
@@ -105,24 +107,26 @@ for (const file of files) {
     zstd3: () => run('zstd', ['-d', '-T1', '-q', '-c', z3], { stdout: 'ignore' }),
     zstd19: () => run('zstd', ['-d', '-T1', '-q', '-c', z19], { stdout: 'ignore' }),
     wasmRaw: () => {
-      const out = rawDecodeAll(brvBytes, Infinity, -1);
-      const n = out.reduce((t, f) => t + f.size, 0);
+      const n = decodeRaw(wasm, brvBytes);
       if (n !== size) throw new Error(`${name}: raw wasm decode gave ${n} bytes, expected ${size}`);
     },
     // The `compress --fast-decode` archive: native and the raw wasm call.
     fastNative1: () => run(opts.brevis, ['--threads', '1', 'verify', '-q', fast]),
     fastWasmRaw: () => {
-      const out = rawDecodeAll(fastBytes, Infinity, -1);
-      const n = out.reduce((t, f) => t + f.size, 0);
+      const n = decodeRaw(wasm, fastBytes);
       if (n !== size) throw new Error(`${name}: raw wasm decode of the fast archive gave ${n} bytes`);
     },
     wasmStream: () => streamedBytes(brvBytes, `${name}: stream`, size),
     // The job native `verify` does: every chunk decoded and every digest
-    // checked, the output consumed as it comes. `decode_all` also fills one
-    // new array the size of each file, and Node's first touch of that memory
-    // (4 KiB page faults) is a good part of its time on the fast archives;
-    // `verify` fills no such array.
+    // checked, the output consumed as it comes. The raw call also fills one
+    // new array the size of each file (in wasm memory, then copied out), and
+    // the first touch of that memory (4 KiB page faults) is a good part of its
+    // time on the fast archives; `verify` fills no such array.
     fastWasmStream: () => streamedBytes(fastBytes, `${name}: stream of the fast archive`, size),
+    fastWasmDecodeArchive: async () => {
+      const out = await decodeArchive(fastBytes);
+      if (out[0].size !== size) throw new Error(`${name}: decodeArchive size of the fast archive`);
+    },
     wasmDecodeArchive: async () => {
       const out = await decodeArchive(brvBytes);
       if (out[0].size !== size) throw new Error(`${name}: decodeArchive size`);
@@ -162,12 +166,12 @@ const fastLines = [
   '',
   'The same files compressed with `brevis compress --fast-decode` (no context-coded literals, XXH3-128 file digests):',
   '',
-  '| file | default archive B | fast archive B | size | fast native 1T | fast wasm raw | fast wasm stream | fast wasm raw / native 1T | fast wasm stream / native 1T | fast wasm raw / default wasm raw | fast wasm raw / zstddec |',
-  '|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|',
+  '| file | default archive B | fast archive B | size | fast native 1T | fast wasm raw | fast wasm stream | fast wasm decodeArchive | fast wasm raw / native 1T | fast wasm stream / native 1T | fast wasm raw / default wasm raw | fast wasm raw / zstddec | fast wasm stream / zstddec |',
+  '|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|',
 ];
 for (const r of rows) {
   const delta = ((r.fast / r.brv - 1) * 100).toFixed(2);
-  fastLines.push(`| ${r.file} | ${r.brv} | ${r.fast} | ${delta.startsWith('-') ? '' : '+'}${delta}% | ${mbps(r, 'fastNative1').toFixed(0)} | ${mbps(r, 'fastWasmRaw').toFixed(0)} | ${mbps(r, 'fastWasmStream').toFixed(0)} | ${(mbps(r, 'fastWasmRaw') / mbps(r, 'fastNative1')).toFixed(2)} | ${(mbps(r, 'fastWasmStream') / mbps(r, 'fastNative1')).toFixed(2)} | ${(mbps(r, 'fastWasmRaw') / mbps(r, 'wasmRaw')).toFixed(2)} | ${(mbps(r, 'fastWasmRaw') / mbps(r, 'zstddec')).toFixed(2)} |`);
+  fastLines.push(`| ${r.file} | ${r.brv} | ${r.fast} | ${delta.startsWith('-') ? '' : '+'}${delta}% | ${mbps(r, 'fastNative1').toFixed(0)} | ${mbps(r, 'fastWasmRaw').toFixed(0)} | ${mbps(r, 'fastWasmStream').toFixed(0)} | ${mbps(r, 'fastWasmDecodeArchive').toFixed(0)} | ${(mbps(r, 'fastWasmRaw') / mbps(r, 'fastNative1')).toFixed(2)} | ${(mbps(r, 'fastWasmStream') / mbps(r, 'fastNative1')).toFixed(2)} | ${(mbps(r, 'fastWasmRaw') / mbps(r, 'wasmRaw')).toFixed(2)} | ${(mbps(r, 'fastWasmRaw') / mbps(r, 'zstddec')).toFixed(2)} | ${(mbps(r, 'fastWasmStream') / mbps(r, 'zstddec')).toFixed(2)} |`);
 }
 console.log(fastLines.join('\n'));
 console.log(`\n\`\`\`json\n${JSON.stringify(rows)}\n\`\`\``);

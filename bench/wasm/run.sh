@@ -36,12 +36,13 @@ rev=$(cd "$ROOT" && git rev-parse --short HEAD)
   echo
   echo "Made by \`bench/wasm/run.sh\` at $rev on $(date -u +%Y-%m-%d) (2-core machine, other work may run alongside)."
   echo "Native rows are whole processes (\`brevis verify --threads N\`: read, decode, every checksum and file digest;"
-  echo "\`zstd -d -c > /dev/null\`); wasm rows are the calls alone on bytes in memory: the raw binding \`decode_all\`,"
+  echo "\`zstd -d -c > /dev/null\`); wasm rows are the calls alone on bytes in memory: the raw wasm call (\`bench/wasm/raw.mjs\`:"
+  echo "the archive copied into wasm memory, each file decoded by one \`ArchiveHandle.read_file\` and copied out),"
   echo "the \`BrevisDecompressionStream\` fed 64 KiB pieces, \`decodeArchive\`, and zstddec's \`decode\` of the zstd -19 file."
   echo "\"wasm stream\" is the like-for-like figure for native \`verify\`: both decode every chunk and check every digest,"
   echo "and neither fills an array the size of the file (\"raw\" does: Node touches that fresh memory page by page)."
   echo "The package's APIs (stream, \`decodeArchive\`) hash SHA-256 files with node:crypto, as native \`verify\` uses the"
-  echo "CPU's SHA instructions; the raw binding hashes them in wasm."
+  echo "CPU's SHA instructions; the raw call hashes them in wasm."
   echo
   node --expose-gc decode.mjs --brevis "$BREVIS_BIN" --work "$WORK" --repeat "${REPEAT:-5}" "$@"
 } > RESULTS.md.tmp

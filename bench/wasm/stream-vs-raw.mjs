@@ -6,14 +6,15 @@
 //
 // Prints, per archive, MB/s of decoded output (best of N after a warm-up,
 // the measures interleaved) for
-// the raw binding `decode_all`, `BrevisDecompressionStream` fed 64 KiB pieces,
+// the raw wasm call (raw.mjs), `BrevisDecompressionStream` fed 64 KiB pieces,
 // and `decodeArchive`, and the ratio stream / raw (issue 5's target: >= 0.85).
 import { readFileSync } from 'node:fs';
 import { basename } from 'node:path';
 import { parseArgs } from 'node:util';
 
 import { BrevisDecompressionStream, decodeArchive, init } from '../../npm/brevis-decoder/src/node.js';
-import { decode_all as rawDecodeAll } from '../../npm/brevis-decoder/wasm/brevis_decoder.js';
+import * as wasm from '../../npm/brevis-decoder/wasm/brevis_decoder.js';
+import { decodeRaw } from './raw.mjs';
 
 const { values, positionals } = parseArgs({ options: { repeat: { type: 'string', default: '5' } }, allowPositionals: true });
 const REPEAT = Number(values.repeat);
@@ -40,7 +41,7 @@ for (const path of positionals) {
   const brv = new Uint8Array(readFileSync(path));
   let size = 0;
   const raw = () => {
-    size = rawDecodeAll(brv, Infinity, -1).reduce((n, f) => n + f.size, 0);
+    size = decodeRaw(wasm, brv);
   };
   const stream = async () => {
     let at = 0;

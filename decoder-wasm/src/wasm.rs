@@ -3,15 +3,13 @@
 //! these into platform APIs (promises, `TransformStream`, async iterators);
 //! nothing here is meant to be called by users directly.
 //!
-//! Three handles, all over the same decoder as the native code:
+//! Two handles, both over the same decoder as the native code:
 //! - [`StreamHandle`]: the push decoder — push compressed bytes, pull one event
 //!   at a time and read its fields; decoded bytes move to JavaScript in one copy
 //!   (a fresh `Uint8Array`, or straight into a caller's buffer).
 //! - [`ArchiveHandle`]: a whole archive held in wasm memory, opened through its
 //!   index, read chunk by chunk in any order (the transformers.js adapter serves
 //!   files from it with their sizes known up front).
-//! - [`decode_all`]: one call that decodes every file (the raw baseline the
-//!   package's stream API is benchmarked against).
 //!
 //! Errors become JavaScript `Error`s named `BrevisError` with `code`
 //! (`truncated`, `corrupt`, `limit`, `unsupported`, `base`), `offset`, `file`,
@@ -283,125 +281,6 @@ fn copy_into(data: &[u8], dst: &Uint8Array, offset: u32) -> Result<(), JsValue> 
     Ok(())
 }
 
-/// Decodes every file of a whole archive: an array of `{ path, size, digest,
-/// digestAlgorithm, sha256, bytes }` (see [`set_digest`]). Throws a `BrevisError`.
-///
-/// The archive stays in JavaScript: it is copied into wasm memory 1 MiB at a
-/// time as the decoder needs it. Each file's `bytes` is a [`FileArray`] made
-/// when the file starts (the declared sizes, summed, must fit the output cap
-/// and the `max_ratio` allowance of the archive's length, as for
-/// [`Archive::open`]), and each decoded chunk is copied into it while still in
-/// cache. So wasm memory (which never shrinks) holds one record and one chunk,
-/// whatever the archive's size, and the output crosses into JavaScript once.
-#[wasm_bindgen]
-pub fn decode_all(archive: &Uint8Array, max_output_bytes: f64, max_ratio: f64) -> Result<Array, JsValue> {
-    let limits = limits(max_output_bytes, max_ratio);
-    let archive_len = archive.length();
-    let mut dec = StreamDecoder::new(limits);
-    let mut piece = Vec::new();
-    let out = Array::new();
-    let mut current: Option<FileArray> = None;
-    let mut declared = 0u64;
-    let mut fed = 0u32;
-    loop {
-        match dec.next_event().map_err(|e| js_error(&e))? {
-            Some(Event::FileStart { size, .. }) => {
-                declared = declared.saturating_add(size);
-                limits
-                    .check_ratio(declared, u64::from(archive_len))
-                    .map_err(|e| js_error(&e.into()))?;
-                let len = u32::try_from(size).map_err(|_| {
-                    js_error(
-                        &brevis_format::FormatError::LimitExceeded {
-                            limit: "file size in JavaScript (4 GiB)",
-                            requested: size,
-                            allowed: u64::from(u32::MAX),
-                        }
-                        .into(),
-                    )
-                })?;
-                current = Some(FileArray::new(len, archive_len));
-            }
-            Some(Event::Data(d)) => {
-                if let Some(file) = current.as_mut() {
-                    file.append(&d)?;
-                }
-            }
-            Some(Event::FileEnd { path, digest, kind }) => {
-                if let Some(file) = current.take() {
-                    let bytes = file.finish()?;
-                    let obj = Object::new();
-                    set(&obj, "path", JsValue::from_str(&path));
-                    set(&obj, "size", JsValue::from_f64(f64::from(bytes.length())));
-                    set_digest(&obj, kind, &digest);
-                    set(&obj, "bytes", bytes.into());
-                    out.push(&obj);
-                }
-            }
-            Some(Event::SegmentStart { .. } | Event::SegmentEnd | Event::End) => {}
-            None => {
-                if fed == archive_len {
-                    dec.finish().map_err(|e| js_error(&e))?;
-                    return Ok(out);
-                }
-                let n = (archive_len - fed).min(1 << 20);
-                piece.resize(n as usize, 0);
-                archive.subarray(fed, fed + n).copy_to(&mut piece);
-                dec.push(&piece);
-                fed += n;
-            }
-        }
-    }
-}
-
-/// One file's output for [`decode_all`], in a JavaScript array made at what the
-/// archive has earned ([`crate::earned_capacity`]) and doubled, up to the
-/// declared size, as data arrives beyond that.
-struct FileArray {
-    bytes: Uint8Array,
-    filled: u32,
-    declared: u32,
-}
-
-impl FileArray {
-    fn new(declared: u32, archive_len: u32) -> Self {
-        // At most `declared`, a u32.
-        let len = crate::earned_capacity(u64::from(declared), u64::from(archive_len)) as u32;
-        FileArray {
-            bytes: Uint8Array::new_with_length(len),
-            filled: 0,
-            declared,
-        }
-    }
-
-    fn append(&mut self, data: &[u8]) -> Result<(), JsValue> {
-        let need = u64::from(self.filled) + data.len() as u64;
-        if need > u64::from(self.declared) {
-            return Err(js_sys::Error::new("decoded data longer than the declared size").into());
-        }
-        let have = u64::from(self.bytes.length());
-        if need > have {
-            // At most `declared`, a u32.
-            let grown = Uint8Array::new_with_length(need.max(2 * have).min(u64::from(self.declared)) as u32);
-            grown.set(&self.bytes.subarray(0, self.filled), 0);
-            self.bytes = grown;
-        }
-        copy_into(data, &self.bytes, self.filled)?;
-        self.filled = need as u32;
-        Ok(())
-    }
-
-    /// The file's bytes (the array is exactly the declared size once filled);
-    /// an error unless they are the declared size, which the decoder checks
-    /// before the file's end: a guard, not a check relied on.
-    fn finish(self) -> Result<Uint8Array, JsValue> {
-        if self.filled != self.declared {
-            return Err(js_sys::Error::new("decoded size differs from the declared size").into());
-        }
-        Ok(self.bytes)
-    }
-}
-
 /// A whole archive in wasm memory, opened through its index, for reading files
 /// chunk by chunk in any order.
 #[wasm_bindgen]
@@ -556,7 +435,7 @@ impl ArchiveHandle {
             .map_err(|e| js_error(&DecodeError::new(e)))
     }
 
-    /// Decodes a whole file, its size and SHA-256 checked.
+    /// Decodes a whole file, its size and digest checked.
     pub fn read_file(&self, file: u32) -> Result<Vec<u8>, JsValue> {
         let f = self.file(file)?;
         self.archive().read_file(f).map_err(|e| js_error(&e))

@@ -398,32 +398,12 @@ test('a bomb (80 MiB of zeros in a few hundred bytes) trips maxRatio by default;
   await assert.rejects(decodeArchive(brv, { maxRatio: -1 }), (e) => assertBrevisError(e, ['usage']));
 });
 
-test('the raw binding decode_all gives what decodeArchive gives, and checks declared sizes before allocating', async () => {
-  await init();
-  const { decode_all: decodeAll } = await import('brevis-decoder/wasm');
-  for (const [name, expected] of Object.entries(EXPECTED)) {
-    const files = decodeAll(fixture(name), Infinity, -1);
-    assert.deepEqual(hashesOf(files), expected, name);
-    for (const f of files) assert.equal(f.size, f.bytes.length);
-  }
-  // The bomb declares 80 MiB from a few hundred bytes: refused before its
-  // buffer is made, unless max_ratio is lifted (0).
-  const bomb = fixture('zeros.brv');
-  assert.throws(() => decodeAll(bomb, Infinity, -1), (e) => e.name === 'BrevisError' && e.code === 'limit' && /max_ratio/.test(e.message));
-  const [zeros] = decodeAll(bomb, Infinity, 0);
-  assert.equal(zeros.bytes.length, 80 << 20);
-  assert.ok(zeros.bytes.every((b) => b === 0));
-  assert.throws(() => decodeAll(fixture('silero.brv'), 100_000, -1), (e) => e.name === 'BrevisError' && e.code === 'limit');
-});
-
-test('decode_all keeps the archive and the output out of wasm memory: 3x the data needs no more', async () => {
+test('decodeArchive keeps the archive and the output out of wasm memory: 3x the data needs no more', async () => {
   const run = (archive) => {
     const script = `
       import { readFileSync } from 'node:fs';
-      import { init, wasmMemoryBytes } from 'brevis-decoder';
-      import { decode_all } from 'brevis-decoder/wasm';
-      await init();
-      const files = decode_all(readFileSync(${JSON.stringify(join(FX, archive))}), Infinity, -1);
+      import { decodeArchive, wasmMemoryBytes } from 'brevis-decoder';
+      const files = await decodeArchive(readFileSync(${JSON.stringify(join(FX, archive))}));
       console.log(JSON.stringify({ out: files.reduce((s, f) => s + f.bytes.length, 0), memory: wasmMemoryBytes() }));
     `;
     return JSON.parse(execFileSync(process.execPath, ['--input-type=module', '-e', script], { cwd: new URL('.', import.meta.url) }).toString());
@@ -431,8 +411,8 @@ test('decode_all keeps the archive and the output out of wasm memory: 3x the dat
   const small = run('big1.brv');
   const big = run('big.brv');
   assert.equal(big.out, 3 * small.out);
-  // Neither the archive nor the output is held in wasm memory (the raw binding
-  // used to hold both: bench/wasm/AB.md compares the two builds' wasm memory).
+  // Neither the archive nor the output is held in wasm memory: the archive is
+  // pushed in pieces, each decoded piece copied out to its file's array.
   assert.ok(big.memory <= small.memory + 4 * 1024 * 1024,
     `wasm memory ${small.memory} -> ${big.memory} B for 3x the archive, ${big.out} B decoded`);
   assert.ok(big.memory < fixture('big.brv').length, `wasm memory ${big.memory} B, more than the archive`);

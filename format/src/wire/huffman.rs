@@ -175,12 +175,12 @@ fn encoded_len_lanes<W: Word, const L: usize>(symbols: &[W], width: u8, census: 
 
 /// Decodes `out.len()` symbols of `width` bits from a payload made by [`encode`].
 pub fn decode<W: Word>(payload: &[u8], width: u8, out: &mut [W]) -> Result<()> {
-    decode_lanes(payload, width, out, LANES, false)
+    decode_lanes(payload, width, out, LANES)
 }
 
 /// Decodes `out.len()` symbols of `width` bits from a payload made by [`encode8`].
 pub fn decode8<W: Word>(payload: &[u8], width: u8, out: &mut [W]) -> Result<()> {
-    decode_lanes(payload, width, out, LANES8, HALVES8)
+    decode_lanes(payload, width, out, LANES8)
 }
 
 fn encode_lanes<W: Word, const L: usize>(symbols: &[W], width: u8, rule: LengthRule) -> Option<Vec<u8>> {
@@ -232,23 +232,22 @@ fn encode_lanes<W: Word, const L: usize>(symbols: &[W], width: u8, rule: LengthR
 /// mantissas (`TARGET=wasi bench/coders-ab.sh`, one run).
 const HALVES8: bool = cfg!(target_arch = "wasm32");
 
-/// Decodes a payload of `lanes` bit streams ([`LANES`] or [`LANES8`]), with
-/// `halves`, [`LANES8`] of them four at a time.
-fn decode_lanes<W: Word>(payload: &[u8], width: u8, out: &mut [W], lanes: usize, halves: bool) -> Result<()> {
-    let Some((syms, mut br)) = start_decode(payload, width, out, WHAT)? else {
+/// Decodes a payload of `lanes` bit streams ([`LANES`] or [`LANES8`]).
+fn decode_lanes<W: Word>(payload: &[u8], width: u8, out: &mut [W], lanes: usize) -> Result<()> {
+    decode_lanes_in::<W, HALVES8>(payload, width, out, lanes)
+}
+
+/// [`decode_lanes`], with `HALVES` as [`run`] takes it (the tests decode both
+/// ways on every target).
+fn decode_lanes_in<W: Word, const HALVES: bool>(payload: &[u8], width: u8, out: &mut [W], lanes: usize) -> Result<()> {
+    let Some((syms, br)) = start_decode(payload, width, out, WHAT)? else {
         return Ok(());
     };
-    let lens = read_lengths(&mut br, syms.len())?;
-    let table_end = br.finish()?;
-    let maxlen = complete_code_depth(&lens)?;
-
-    let codes = canonical_codes(&lens);
-    let rest = &payload[table_end..];
     // (WebAssembly keeps one entry type: a smaller module.)
     if width <= NARROW_WIDTH && !cfg!(target_arch = "wasm32") {
-        decode_streams::<W, u16>(rest, &syms, &lens, &codes, maxlen, (lanes, halves), out)
+        Streams::<u16>::read(payload, &syms, br, lanes)?.decode::<W, HALVES>(out)
     } else {
-        decode_streams::<W, u32>(rest, &syms, &lens, &codes, maxlen, (lanes, halves), out)
+        Streams::<u32>::read(payload, &syms, br, lanes)?.decode::<W, HALVES>(out)
     }
 }
 
@@ -297,65 +296,92 @@ impl Entry for u32 {
     }
 }
 
-/// Decodes the stream sizes and the `n` streams (at most [`LANES8`]) that follow
-/// the table, with `halves` as [`run`] takes it.
-fn decode_streams<W: Word, E: Entry>(
-    rest: &[u8],
-    syms: &[u32],
-    lens: &[u8],
-    codes: &[u32],
-    maxlen: u32,
-    (n, halves): (usize, bool),
-    out: &mut [W],
-) -> Result<()> {
-    let bits = table_bits(maxlen);
-    let table = lookup_table(syms, lens, codes, bits, E::new)?;
+/// A payload's decode table and bit streams, read and checked before any word
+/// is decoded. Only [`Streams::decode`] depends on the output's word type: the
+/// rest has one instance for all of them (a smaller WebAssembly module).
+struct Streams<'a, E> {
+    /// The payload after the code lengths: the stream sizes, then the streams.
+    rest: &'a [u8],
+    table: Vec<E>,
+    /// Bits each lookup takes (`table.len()` is `2^bits`).
+    bits: u32,
+    /// Each stream's (start, end) in `rest`; the first `n` are used.
+    bounds: [(usize, usize); LANES8],
+    n: usize,
+}
 
-    // Each stream's (start, end) in `rest`: the sizes of all but the last, then
-    // the streams.
-    let mut r = ByteReader::new(rest);
-    let mut streams = [(0usize, 0usize); LANES8];
-    let streams = streams.get_mut(..n).ok_or(FormatError::Corrupt { what: WHAT })?;
-    for st in streams[..n.saturating_sub(1)].iter_mut() {
-        st.1 = r.varint_usize("huffman stream size", rest.len() as u64)?;
-    }
-    for (k, st) in streams.iter_mut().enumerate() {
-        let len = if k + 1 < n { st.1 } else { r.remaining() };
-        let start = r.position();
-        r.bytes(len, "huffman stream")?;
-        *st = (start, start + len);
-    }
-    let mut lanes = [Lane::default(); LANES8];
-    let lanes = &mut lanes[..n];
-    for (l, &(start, _)) in lanes.iter_mut().zip(streams.iter()) {
-        l.pos = start;
-    }
+impl<'a, E: Entry> Streams<'a, E> {
+    /// Reads the code lengths of `syms` (from `br`), builds the table, and
+    /// reads the sizes of the `n` streams (at most [`LANES8`]) that follow.
+    fn read(payload: &'a [u8], syms: &[u32], mut br: BitReader<'_>, n: usize) -> Result<Self> {
+        let lens = read_lengths(&mut br, syms.len())?;
+        let table_end = br.finish()?;
+        let maxlen = complete_code_depth(&lens)?;
+        let codes = canonical_codes(&lens);
+        let rest = &payload[table_end..];
+        let bits = table_bits(maxlen);
+        let table = lookup_table(syms, &lens, &codes, bits, E::new)?;
 
-    #[cfg(not(target_arch = "wasm32"))]
-    match bits {
-        11 => run(rest, &Fixed::<E, { 1 << 11 }>::new(&table)?, lanes, out, halves),
-        13 => run(rest, &Fixed::<E, { 1 << 13 }>::new(&table)?, lanes, out, halves),
-        _ => run(rest, &Fixed::<E, { 1 << 16 }>::new(&table)?, lanes, out, halves),
-    }
-    // In WebAssembly one loop per lane count serves every table size (a smaller
-    // module).
-    #[cfg(target_arch = "wasm32")]
-    run(
-        rest,
-        &Masked {
-            table: &table,
-            mask: table.len() - 1,
+        // Each stream's (start, end) in `rest`: the sizes of all but the last,
+        // then the streams.
+        let mut r = ByteReader::new(rest);
+        let mut bounds = [(0usize, 0usize); LANES8];
+        let streams = bounds.get_mut(..n).ok_or(FormatError::Corrupt { what: WHAT })?;
+        for st in streams[..n.saturating_sub(1)].iter_mut() {
+            st.1 = r.varint_usize("huffman stream size", rest.len() as u64)?;
+        }
+        for (k, st) in streams.iter_mut().enumerate() {
+            let len = if k + 1 < n { st.1 } else { r.remaining() };
+            let start = r.position();
+            r.bytes(len, "huffman stream")?;
+            *st = (start, start + len);
+        }
+        Ok(Streams {
+            rest,
+            table,
             bits,
-        },
-        lanes,
-        out,
-        halves,
-    );
-
-    for (l, &(start, end)) in lanes.iter().zip(streams.iter()) {
-        l.check_end(&rest[start..end], start)?;
+            bounds,
+            n,
+        })
     }
-    Ok(())
+
+    /// Decodes `out` (with `HALVES` as [`run`] takes it), then checks that each
+    /// stream ended where its size says.
+    fn decode<W: Word, const HALVES: bool>(self, out: &mut [W]) -> Result<()> {
+        let rest = self.rest;
+        let mut lanes = [Lane::default(); LANES8];
+        let lanes = &mut lanes[..self.n];
+        for (l, &(start, _)) in lanes.iter_mut().zip(self.bounds.iter()) {
+            l.pos = start;
+        }
+
+        #[cfg(not(target_arch = "wasm32"))]
+        match self.bits {
+            11 => run::<W, _, HALVES>(rest, &Fixed::<E, { 1 << 11 }>::new(&self.table)?, lanes, out),
+            13 => run::<W, _, HALVES>(rest, &Fixed::<E, { 1 << 13 }>::new(&self.table)?, lanes, out),
+            _ => run::<W, _, HALVES>(rest, &Fixed::<E, { 1 << 16 }>::new(&self.table)?, lanes, out),
+        }
+        // In WebAssembly one loop per lane count serves every table size (a
+        // smaller module).
+        #[cfg(target_arch = "wasm32")]
+        {
+            let table = Masked {
+                table: &self.table,
+                mask: self.table.len() - 1,
+                bits: self.bits,
+            };
+            if W::BITS == 8 {
+                run_bytes(rest, &table, lanes, out);
+            } else {
+                run::<W, _, HALVES>(rest, &table, lanes, out);
+            }
+        }
+
+        for (l, &(start, end)) in lanes.iter().zip(self.bounds.iter()) {
+            l.check_end(&rest[start..end], start)?;
+        }
+        Ok(())
+    }
 }
 
 /// Bits a decode table for codes of at most `maxlen` bits looks up. Natively, one
@@ -447,12 +473,17 @@ impl<E: Entry> Lookup for Masked<'_, E> {
 
 /// Decodes `out` from `lanes` ([`LANES`] or [`LANES8`] of them) with `table`, in a
 /// loop unrolled by the lane count (the lanes' state kept in registers or locals).
-/// With `halves`, eight lanes decode four at a time ([`run_halves`]).
-fn run<W: Word, T: Lookup>(payload: &[u8], table: &T, lanes: &mut [Lane], out: &mut [W], halves: bool) {
+/// With `HALVES` ([`HALVES8`] but in tests), eight lanes decode four at a time
+/// ([`run_halves`]). A constant, so that the module holds no loop it never
+/// runs. Not inlined natively: inlined into the caller's match on the table
+/// size, `huffman8` decoded 0.81-0.89x as fast (`bench/coders-ab.sh`); in
+/// WebAssembly, not inlining it cost `huffman` 0.66-0.88x.
+#[cfg_attr(not(target_arch = "wasm32"), inline(never))]
+fn run<W: Word, T: Lookup, const HALVES: bool>(payload: &[u8], table: &T, lanes: &mut [Lane], out: &mut [W]) {
     if let Ok(fixed) = <&mut [Lane; LANES]>::try_from(&mut *lanes) {
         run_lanes(payload, table, fixed, out);
     } else if let Ok(fixed) = <&mut [Lane; LANES8]>::try_from(&mut *lanes) {
-        if halves {
+        if HALVES {
             run_halves(payload, table, fixed, out);
         } else {
             run_lanes(payload, table, fixed, out);
@@ -460,6 +491,22 @@ fn run<W: Word, T: Lookup>(payload: &[u8], table: &T, lanes: &mut [Lane], out: &
     } else {
         // Not reached (no other lane count exists); still correct, only slower.
         run_tail(payload, table, lanes, out);
+    }
+}
+
+/// [`run`] for bytes in WebAssembly, where only `huffman8` decodes into bytes
+/// (the other entropy coders' bytes go through their 16-bit instance: see
+/// `wire::narrow`): [`run_halves`] alone, so that the module holds one more
+/// instance of one loop, not of all of them (about 1.2 KB gzipped). Decoding
+/// bytes directly, not through 16-bit words narrowed afterwards, `huffman8`
+/// decoded int8-like bytes 1.15x, BF16 exponent bytes 1.18x and 7-bit
+/// mantissas 1.18x as fast in Node (`TARGET=wasi bench/coders-ab.sh`).
+#[cfg(target_arch = "wasm32")]
+fn run_bytes<W: Word, T: Lookup>(payload: &[u8], table: &T, lanes: &mut [Lane], out: &mut [W]) {
+    match <&mut [Lane; LANES8]>::try_from(&mut *lanes) {
+        Ok(fixed) => run_halves(payload, table, fixed, out),
+        // Not reached (only `huffman8` decodes bytes here); still correct, only slower.
+        _ => run_tail(payload, table, lanes, out),
     }
 }
 
@@ -925,7 +972,7 @@ mod tests {
             let c = census(&words, 8).unwrap();
             assert_eq!(encoded_len_counted(&words, 8, lanes, &c, rule), Some(payload.len()));
             let mut out = vec![0u8; words.len()];
-            decode_lanes(&payload, 8, &mut out, lanes, lanes == LANES8 && HALVES8).unwrap();
+            decode_lanes(&payload, 8, &mut out, lanes).unwrap();
             assert_eq!(out, words);
         }
         assert_eq!(encode_with(&words, 8, 5, LengthRule::FAST_DECODE), None);
@@ -1111,7 +1158,7 @@ mod tests8 {
     #[test]
     fn four_lanes_at_a_time_decode_what_eight_do() {
         use super::super::tables::testing::geometric;
-        use super::{decode_lanes, LANES8};
+        use super::{decode_lanes_in, LANES8};
         for (n, width) in [
             (1usize, 8u8),
             (39, 8),
@@ -1127,14 +1174,14 @@ mod tests8 {
             let payload = encode(&v, width).unwrap();
             let mut eight = std::vec![0u16; n];
             let mut four = std::vec![0u16; n];
-            decode_lanes(&payload, width, &mut eight, LANES8, false).unwrap();
-            decode_lanes(&payload, width, &mut four, LANES8, true).unwrap();
+            decode_lanes_in::<_, false>(&payload, width, &mut eight, LANES8).unwrap();
+            decode_lanes_in::<_, true>(&payload, width, &mut four, LANES8).unwrap();
             assert_eq!(eight, v, "{n} {width}");
             assert_eq!(four, v, "{n} {width}");
             let cut = &payload[..payload.len() - 1];
             let (e, f) = (
-                decode_lanes(cut, width, &mut eight, LANES8, false),
-                decode_lanes(cut, width, &mut four, LANES8, true),
+                decode_lanes_in::<_, false>(cut, width, &mut eight, LANES8),
+                decode_lanes_in::<_, true>(cut, width, &mut four, LANES8),
             );
             assert!(e.is_err() && f.is_err(), "{n} {width}: {e:?} {f:?}");
         }

@@ -182,14 +182,19 @@ fn check_encoding_width(encoding: LitEncoding, width: u8) -> Result<()> {
 }
 
 /// Whether WebAssembly decodes this encoding's 8-bit words as 16-bit ones
-/// (see `narrow`).
+/// (see `narrow`). Not `huffman8`'s: int8 weights are mostly `huffman8`
+/// bytes, and an 8-bit instance of its loop alone (`huffman::run_bytes`)
+/// decoded them 1.15x as fast in Node (`TARGET=wasi bench/coders-ab.sh`).
 #[cfg(target_arch = "wasm32")]
 fn narrows(encoding: LitEncoding) -> bool {
-    !matches!(encoding, LitEncoding::Raw | LitEncoding::Zstd | LitEncoding::Nbr)
+    !matches!(
+        encoding,
+        LitEncoding::Raw | LitEncoding::Zstd | LitEncoding::Nbr | LitEncoding::Huffman8
+    )
 }
 
 /// Runs the encoding's decoder over `out`. (In WebAssembly the entropy coders
-/// have no 8-bit instances: their callers narrow.)
+/// but `huffman8` have no 8-bit instances: their callers narrow.)
 fn decode_words(encoding: LitEncoding, width: u8, payload: &[u8], out: WordsMut<'_>) -> Result<()> {
     use WordsMut::{U16, U32, U64, U8};
     match (encoding, out) {
@@ -203,7 +208,6 @@ fn decode_words(encoding: LitEncoding, width: u8, payload: &[u8], out: WordsMut<
         #[cfg(not(target_arch = "wasm32"))]
         (LitEncoding::Huffman, U8(w)) => huffman::decode(payload, width, w),
         (LitEncoding::Huffman, U16(w)) => huffman::decode(payload, width, w),
-        #[cfg(not(target_arch = "wasm32"))]
         (LitEncoding::Huffman8, U8(w)) => huffman::decode8(payload, width, w),
         (LitEncoding::Huffman8, U16(w)) => huffman::decode8(payload, width, w),
         #[cfg(not(target_arch = "wasm32"))]

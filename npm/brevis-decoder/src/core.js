@@ -138,7 +138,7 @@ export function typedArrayFor(dtype, bytes) {
 // Decoded outputs go into buffers sized from what the archive declares, but a
 // hostile archive may declare terabytes and deliver nothing: allocate up front
 // only what the input has earned, grow (by doubling) beyond it. (The same rule
-// as the decoder crate's `earned_capacity`, which the raw `decode_all` uses.)
+// as the decoder crate's `earned_capacity`, by which `Archive::read_file` sizes its output.)
 const EARNED_FLOOR = 16 << 20;
 const EARNED_RATIO = 64;
 
