@@ -1153,8 +1153,9 @@ mod tests8 {
     }
 
     /// Four lanes at a time (WebAssembly's loop) decode what eight at a time do,
-    /// to the last word of every length around a block's end, and the streams'
-    /// ends are checked the same way: a payload cut short fails both.
+    /// to the last word of every length around a block's end, into 16-bit words
+    /// and into bytes, and the streams' ends are checked the same way: a payload
+    /// cut short fails both.
     #[test]
     fn four_lanes_at_a_time_decode_what_eight_do() {
         use super::super::tables::testing::geometric;
@@ -1184,6 +1185,14 @@ mod tests8 {
                 decode_lanes_in::<_, true>(cut, width, &mut four, LANES8),
             );
             assert!(e.is_err() && f.is_err(), "{n} {width}: {e:?} {f:?}");
+            if width <= 8 {
+                // Into bytes too: WebAssembly's 8-bit instance (`run_bytes`).
+                let narrow: std::vec::Vec<u8> = v.iter().map(|&w| w as u8).collect();
+                let mut bytes = std::vec![0u8; n];
+                decode_lanes_in::<_, true>(&payload, width, &mut bytes, LANES8).unwrap();
+                assert_eq!(bytes, narrow, "{n} {width}: bytes");
+                assert!(decode_lanes_in::<u8, true>(cut, width, &mut bytes, LANES8).is_err());
+            }
         }
     }
 
