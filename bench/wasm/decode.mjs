@@ -9,11 +9,14 @@
 // round, every measure of a file running once in each round, each after a full
 // garbage collection (MB = 10^6 bytes).
 // Native figures are whole processes (start, read, decode, checks; output to
-// /dev/null or verified in memory); wasm figures are the decode calls alone,
-// on bytes already in memory.
-import { execFileSync, spawnSync } from 'node:child_process';
+// /dev/null or verified in memory), timed by timer.py (not by Node, whose fork
+// costs more the more memory it holds); wasm figures are the decode calls
+// alone, on bytes already in memory.
+import { execFileSync, spawn, spawnSync } from 'node:child_process';
 import { existsSync, readFileSync, statSync } from 'node:fs';
 import { basename, join } from 'node:path';
+import { createInterface } from 'node:readline';
+import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
 
 import { BrevisDecompressionStream, decodeArchive, init } from 'brevis-decoder';
@@ -44,17 +47,34 @@ async function bestOfRounds(measures) {
       // clock. Needs node --expose-gc (run.sh passes it).
       globalThis.gc?.();
       const t0 = performance.now();
-      await fn();
-      const t = (performance.now() - t0) / 1000;
+      const timedElsewhere = await fn();
+      const t = timedElsewhere?.secs ?? (performance.now() - t0) / 1000;
       if (round > 0) secs[k] = Math.min(secs[k], t);
     }
   }
   return secs;
 }
 
-function run(cmd, args, opts = {}) {
-  const r = spawnSync(cmd, args, { stdio: ['ignore', opts.stdout ?? 'ignore', 'pipe'], ...opts });
+function run(cmd, args) {
+  const r = spawnSync(cmd, args, { stdio: ['ignore', 'ignore', 'pipe'] });
   if (r.status !== 0) throw new Error(`${cmd} ${args.join(' ')} failed: ${r.stderr}`);
+}
+
+// The clock of native processes (see timer.py), started while this process
+// holds little memory.
+const timer = spawn('python3', [fileURLToPath(new URL('./timer.py', import.meta.url))], {
+  stdio: ['pipe', 'pipe', 'inherit'],
+});
+const timerReplies = createInterface({ input: timer.stdout })[Symbol.asyncIterator]();
+
+// Runs `cmd args` once (output to /dev/null) and returns `{ secs }`, its wall
+// time as timer.py measured it; throws if it failed.
+async function timed(cmd, args) {
+  timer.stdin.write(`${JSON.stringify([cmd, ...args])}\n`);
+  const { value, done } = await timerReplies.next();
+  if (done) throw new Error('timer.py ended');
+  if (value.startsWith('error')) throw new Error(value);
+  return { secs: Number(value) };
 }
 
 // Decodes `archive` through `BrevisDecompressionStream`, fed 64 KiB pieces,
@@ -102,16 +122,16 @@ for (const file of files) {
   // rounds after one warm-up round: wasm tiers up, memory grows), so a slow
   // spell of the shared machine hits them all rather than one tool's column.
   const measures = {
-    native1: () => run(opts.brevis, ['--threads', '1', 'verify', '-q', brv]),
-    native2: () => run(opts.brevis, ['--threads', '2', 'verify', '-q', brv]),
-    zstd3: () => run('zstd', ['-d', '-T1', '-q', '-c', z3], { stdout: 'ignore' }),
-    zstd19: () => run('zstd', ['-d', '-T1', '-q', '-c', z19], { stdout: 'ignore' }),
+    native1: () => timed(opts.brevis, ['--threads', '1', 'verify', '-q', brv]),
+    native2: () => timed(opts.brevis, ['--threads', '2', 'verify', '-q', brv]),
+    zstd3: () => timed('zstd', ['-d', '-T1', '-q', '-c', z3]),
+    zstd19: () => timed('zstd', ['-d', '-T1', '-q', '-c', z19]),
     wasmRaw: () => {
       const n = decodeRaw(wasm, brvBytes);
       if (n !== size) throw new Error(`${name}: raw wasm decode gave ${n} bytes, expected ${size}`);
     },
     // The `compress --fast-decode` archive: native and the raw wasm call.
-    fastNative1: () => run(opts.brevis, ['--threads', '1', 'verify', '-q', fast]),
+    fastNative1: () => timed(opts.brevis, ['--threads', '1', 'verify', '-q', fast]),
     fastWasmRaw: () => {
       const n = decodeRaw(wasm, fastBytes);
       if (n !== size) throw new Error(`${name}: raw wasm decode of the fast archive gave ${n} bytes`);
@@ -140,6 +160,7 @@ for (const file of files) {
   rows.push(row);
   console.error(`[bench-wasm] ${name}: ${JSON.stringify(row.secs)}`);
 }
+timer.stdin.end();
 
 const mbps = (row, k) => row.size / row.secs[k] / 1e6;
 const cols = [

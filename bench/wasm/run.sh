@@ -36,7 +36,8 @@ rev=$(cd "$ROOT" && git rev-parse --short HEAD)
   echo
   echo "Made by \`bench/wasm/run.sh\` at $rev on $(date -u +%Y-%m-%d) (2-core machine, other work may run alongside)."
   echo "Native rows are whole processes (\`brevis verify --threads N\`: read, decode, every checksum and file digest;"
-  echo "\`zstd -d -c > /dev/null\`); wasm rows are the calls alone on bytes in memory: the raw wasm call (\`bench/wasm/raw.mjs\`:"
+  echo "\`zstd -d -c > /dev/null\`), started and timed by \`bench/wasm/timer.py\` (Node's own fork costs more the more memory"
+  echo "Node holds: see there); wasm rows are the calls alone on bytes in memory: the raw wasm call (\`bench/wasm/raw.mjs\`:"
   echo "the archive copied into wasm memory, each file decoded by one \`ArchiveHandle.read_file\` and copied out),"
   echo "the \`BrevisDecompressionStream\` fed 64 KiB pieces, \`decodeArchive\`, and zstddec's \`decode\` of the zstd -19 file."
   echo "\"wasm stream\" is the like-for-like figure for native \`verify\`: both decode every chunk and check every digest,"
