@@ -104,6 +104,38 @@ pub(crate) fn unpack_shift_in<W: Word>(body: &[u8], k: u8, out: &mut [W]) -> Res
     unpack_into::<W, true>(body, k, out)
 }
 
+/// [`unpack_shift_in`] with the old words taken from `highs` (as long as `out`):
+/// word `i` of `out` becomes `highs[i] << k | unpacked`. WebAssembly decodes the
+/// high parts of `hsplit` words over 16 bits (FP32's) into 16-bit words (one
+/// instance of the lane loop there); its SIMD loop reads them from there, where
+/// they were first widened into `out` in a pass of their own: FP32 words and
+/// 23-bit mantissas decoded 1.06x as fast (`TARGET=wasi bench/coders-ab.sh HEAD
+/// hsplit fp32,man23`; `bench/wasm/AB.md`).
+#[cfg(target_arch = "wasm32")]
+pub(crate) fn unpack_below<W: Word>(body: &[u8], k: u8, highs: &[u16], out: &mut [W]) -> Result<()> {
+    if highs.len() != out.len() {
+        return Err(FormatError::LengthMismatch {
+            what: "high parts",
+            expected: out.len() as u64,
+            found: highs.len() as u64,
+        });
+    }
+    // Whole groups of 8 while the payload has them (a payload of the wrong
+    // length fails below, in `unpack_into`'s check of what is left).
+    #[cfg(target_feature = "simd128")]
+    let done = match bytemuck::try_cast_slice_mut::<W, u32>(out) {
+        Ok(words) if W::BITS == 32 => unpack_u32_simd128::<true>(body, k, words, Some(highs)),
+        _ => 0,
+    };
+    #[cfg(not(target_feature = "simd128"))]
+    let done = 0;
+    for (o, &h) in out[done..].iter_mut().zip(&highs[done..]) {
+        *o = W::from_u64(u64::from(h));
+    }
+    let rest = body.get(done / 8 * usize::from(k)..).unwrap_or_default();
+    unpack_into::<W, true>(rest, k, &mut out[done..])
+}
+
 /// The word that `unpacked` (`k` bits) makes of `old`: `unpacked`, or with
 /// `SHIFT_IN`, `old << k | unpacked` (`unpacked` alone for `k = 64`, which
 /// WebAssembly's `unpack` shifts into zeros).
@@ -170,7 +202,7 @@ fn unpack_into<W: Word, const SHIFT_IN: bool>(body: &[u8], k: u8, out: &mut [W])
             16 => bytemuck::try_cast_slice_mut::<W, u16>(wide)
                 .map_or(0, |w| unpack_u16_simd128::<SHIFT_IN>(wide_body, k, w)),
             32 => bytemuck::try_cast_slice_mut::<W, u32>(wide)
-                .map_or(0, |w| unpack_u32_simd128::<SHIFT_IN>(wide_body, k, w)),
+                .map_or(0, |w| unpack_u32_simd128::<SHIFT_IN>(wide_body, k, w, None)),
             _ => 0,
         };
         (&wide_body[done / 8 * usize::from(k)..], &mut wide[done..])
@@ -300,12 +332,13 @@ fn unpack_groups_32<W: Word, const K: usize, const SHIFT_IN: bool>(body: &[u8], 
 /// in its lane, a multiplication by `2^(32 - s - k)` (`s` the field's first bit in
 /// its first byte) drops the bits above the field (the per-lane shift SIMD128
 /// lacks), and a shift right by `32 - k` those below; with `SHIFT_IN` the old
-/// words, shifted left by `k`, are or-ed in. Returns how many words it unpacked:
+/// words (`out`'s, or with `highs` its 16-bit words: [`unpack_below`]), shifted
+/// left by `k`, are or-ed in. Returns how many words it unpacked:
 /// whole groups from the first, while the second load's 16 bytes are in `body`
 /// (for `k = 32`, all), or none for other widths (26-31 bits); [`unpack_wide`]
 /// takes the rest.
 #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
-fn unpack_u32_simd128<const SHIFT_IN: bool>(body: &[u8], k: u8, out: &mut [u32]) -> usize {
+fn unpack_u32_simd128<const SHIFT_IN: bool>(body: &[u8], k: u8, out: &mut [u32], highs: Option<&[u16]>) -> usize {
     use core::arch::wasm32::*;
     if k == 32 {
         // The payload's bytes are the words (SHIFT_IN shifts the old ones out).
@@ -338,6 +371,15 @@ fn unpack_u32_simd128<const SHIFT_IN: bool>(body: &[u8], k: u8, out: &mut [u32])
         let Some(window) = body.get(g * k..g * k + second + 16) else {
             break;
         };
+        // The group's 8 high parts, widened: words 0-3 and 4-7.
+        let high = match highs.map(|h| h.get(8 * g..8 * g + 8)) {
+            Some(Some(h)) => {
+                let h = bytemuck::pod_read_unaligned::<v128>(bytemuck::cast_slice(h));
+                Some([u32x4_extend_low_u16x8(h), u32x4_extend_high_u16x8(h)])
+            }
+            Some(None) => break,
+            None => None,
+        };
         let o: &mut [u8] = bytemuck::cast_slice_mut(o);
         for (half, (from, o)) in [&window[..16], &window[second..]]
             .into_iter()
@@ -347,7 +389,11 @@ fn unpack_u32_simd128<const SHIFT_IN: bool>(body: &[u8], k: u8, out: &mut [u32])
             let fields = i8x16_swizzle(bytemuck::pod_read_unaligned::<v128>(from), gather[half]);
             let mut v = u32x4_shr(i32x4_mul(fields, scale[half]), shift);
             if SHIFT_IN {
-                v = v128_or(i32x4_shl(bytemuck::pod_read_unaligned::<v128>(o), k as u32), v);
+                let old = match high {
+                    Some(high) => high[half],
+                    None => bytemuck::pod_read_unaligned::<v128>(o),
+                };
+                v = v128_or(i32x4_shl(old, k as u32), v);
             }
             o.copy_from_slice(bytemuck::bytes_of(&v));
         }
@@ -747,25 +793,25 @@ mod tests {
                 let groups = whole.count();
                 let mut out = alloc::vec![0u32; n];
                 assert_eq!(
-                    unpack_u32_simd128::<false>(&body, k, &mut out),
+                    unpack_u32_simd128::<false>(&body, k, &mut out, None),
                     groups * 8,
                     "k {k} n {n}"
                 );
                 assert_eq!(out[..groups * 8], vals[..groups * 8], "k {k} n {n}");
                 let old: Vec<u32> = (0..n as u32).map(|i| i.wrapping_mul(0xD1B5_4A33)).collect();
                 let mut shifted = old.clone();
-                assert_eq!(unpack_u32_simd128::<true>(&body, k, &mut shifted), groups * 8);
+                assert_eq!(unpack_u32_simd128::<true>(&body, k, &mut shifted, None), groups * 8);
                 let expected: Vec<u32> = old.iter().zip(&vals).map(|(&o, &v)| o << k | v).collect();
                 assert_eq!(shifted[..groups * 8], expected[..groups * 8], "shift-in k {k} n {n}");
             }
         }
         let mut out = [0u32; 8];
-        assert_eq!(unpack_u32_simd128::<false>(&[0u8; 64], 26, &mut out), 0);
+        assert_eq!(unpack_u32_simd128::<false>(&[0u8; 64], 26, &mut out, None), 0);
         let words: Vec<u32> = (0..24u32).map(|i| i.wrapping_mul(0x9E37_79B9)).collect();
         let mut body = Vec::new();
         pack(&words, 32, &mut body);
         let mut out = alloc::vec![7u32; 24];
-        assert_eq!(unpack_u32_simd128::<true>(&body, 32, &mut out), 24);
+        assert_eq!(unpack_u32_simd128::<true>(&body, 32, &mut out, None), 24);
         assert_eq!(out, words);
     }
 
@@ -872,6 +918,42 @@ mod tests {
         let mut out = [5u32, 6];
         unpack_shift_in(&[], 0, &mut out).unwrap();
         assert_eq!(out, [5, 6]);
+    }
+
+    /// Unpacking below 16-bit high parts (WebAssembly's FP32 `hsplit`) is shifting
+    /// into those parts widened: in the SIMD groups and in the rest, for every `k`
+    /// of 32-bit words; a payload of the wrong length is refused.
+    #[cfg(target_arch = "wasm32")]
+    #[test]
+    fn unpacking_below_16_bit_high_parts_is_shifting_into_them() {
+        for n in [0usize, 1, 7, 8, 9, 16, 17, 24, 25, 64, 100] {
+            for k in 0..32u8 {
+                let low: Vec<u64> = (0..n as u64)
+                    .map(|i| i.wrapping_mul(0x9E37_79B9_7F4A_7C15).rotate_left(29) & mask(k))
+                    .collect();
+                let highs: Vec<u16> = (0..n as u64).map(|i| (i * 7919 + 3) as u16).collect();
+                let mut body = Vec::new();
+                pack(&low, k, &mut body);
+                let mut want: Vec<u32> = highs.iter().map(|&h| u32::from(h)).collect();
+                unpack_shift_in(&body, k, &mut want).unwrap();
+                let mut out = std::vec![0u32; n];
+                unpack_below(&body, k, &highs, &mut out).unwrap();
+                assert_eq!(out, want, "k {k}, n {n}");
+                if n * usize::from(k) > 0 {
+                    let mut longer = body.clone();
+                    longer.push(0);
+                    assert!(
+                        unpack_below(&longer, k, &highs, &mut out).is_err(),
+                        "k {k}, n {n}: longer"
+                    );
+                    assert!(
+                        unpack_below(&body[..body.len() - 1], k, &highs, &mut out).is_err(),
+                        "k {k}, n {n}: shorter"
+                    );
+                }
+            }
+        }
+        assert!(unpack_below(&[], 0, &[1, 2], &mut [0u32; 3]).is_err());
     }
 
     #[test]

@@ -234,20 +234,42 @@ pub fn decode<W: Word>(payload: &[u8], width: u8, out: &mut [W]) -> Result<()> {
     let low_bytes = (out.len() as u64 * u64::from(k)).div_ceil(8);
     let low = r.bytes(usize::try_from(low_bytes).unwrap_or(usize::MAX), "hsplit low bits")?;
     let streams = r.rest();
-    match &lens {
-        Some(lens) => decode_high(streams, &sizes, &syms, lens, out)?,
-        None if !streams.is_empty() => {
-            return Err(FormatError::TrailingBytes {
-                what: WHAT,
-                count: streams.len() as u64,
-            })
-        }
-        None => out.fill(W::from_u64(u64::from(syms[0]))),
+    // WebAssembly decodes the high parts of words over 16 bits (FP32's) into
+    // 16-bit words: one instance of the lane loop there, a smaller module. The
+    // low bits are unpacked below them from there, into `out`.
+    #[cfg(target_arch = "wasm32")]
+    if W::BITS > 16 {
+        let mut highs = vec![0u16; out.len()];
+        decode_highs(streams, &sizes, &syms, lens.as_deref(), &mut highs)?;
+        return bitpack::unpack_below(low, k, &highs, out);
     }
+    decode_highs(streams, &sizes, &syms, lens.as_deref(), out)?;
     if k > 0 {
         append_low_bits(low, k, out)?;
     }
     Ok(())
+}
+
+/// Puts the high parts in `out`: decoded from the streams, or, for a table of
+/// one symbol (no `lens`), that symbol everywhere.
+fn decode_highs<W: Word>(
+    streams: &[u8],
+    sizes: &[usize; LANES - 1],
+    syms: &[u32],
+    lens: Option<&[u8]>,
+    out: &mut [W],
+) -> Result<()> {
+    match lens {
+        Some(lens) => decode_high(streams, sizes, syms, lens, out),
+        None if !streams.is_empty() => Err(FormatError::TrailingBytes {
+            what: WHAT,
+            count: streams.len() as u64,
+        }),
+        None => {
+            out.fill(W::from_u64(u64::from(syms[0])));
+            Ok(())
+        }
+    }
 }
 
 /// Shifts every word of `out` left by `k` and puts its low bits from `low` (which
@@ -257,9 +279,8 @@ fn append_low_bits<W: Word>(low: &[u8], k: u8, out: &mut [W]) -> Result<()> {
     bitpack::unpack_shift_in(low, k, out)
 }
 
-/// Decodes the high parts into `out` from the four streams. WebAssembly decodes
-/// those of words over 16 bits (FP32's) through a 16-bit buffer: one instance of
-/// the lane loop there, a smaller module.
+/// Decodes the high parts into `out` from the four streams (in WebAssembly,
+/// 16-bit words only: see [`decode`]).
 fn decode_high<W: Word>(
     streams: &[u8],
     sizes: &[usize; LANES - 1],
@@ -267,14 +288,6 @@ fn decode_high<W: Word>(
     lens: &[u8],
     out: &mut [W],
 ) -> Result<()> {
-    if cfg!(target_arch = "wasm32") && W::BITS > 16 {
-        let mut highs = vec![0u16; out.len()];
-        decode_high(streams, sizes, syms, lens, &mut highs)?;
-        for (o, &h) in out.iter_mut().zip(&highs) {
-            *o = W::from_u64(u64::from(h));
-        }
-        return Ok(());
-    }
     if complete_code_depth(lens)? > TABLE_BITS {
         return Err(FormatError::Invalid {
             what: "hsplit code length (over 12 bits)",
