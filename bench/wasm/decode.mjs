@@ -12,11 +12,9 @@
 // /dev/null or verified in memory), timed by timer.py (not by Node, whose fork
 // costs more the more memory it holds); wasm figures are the decode calls
 // alone, on bytes already in memory.
-import { execFileSync, spawn, spawnSync } from 'node:child_process';
+import { execFileSync, spawnSync } from 'node:child_process';
 import { existsSync, readFileSync, statSync } from 'node:fs';
 import { basename, join } from 'node:path';
-import { createInterface } from 'node:readline';
-import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
 
 import { BrevisDecompressionStream, decodeArchive, init } from 'brevis-decoder';
@@ -24,6 +22,7 @@ import * as wasm from 'brevis-decoder/wasm';
 import { ZSTDDecoder } from 'zstddec';
 
 import { decodeRaw } from './raw.mjs';
+import { startTimer } from './timer.mjs';
 
 const { values: opts, positionals: files } = parseArgs({
   options: {
@@ -62,19 +61,12 @@ function run(cmd, args) {
 
 // The clock of native processes (see timer.py), started while this process
 // holds little memory.
-const timer = spawn('python3', [fileURLToPath(new URL('./timer.py', import.meta.url))], {
-  stdio: ['pipe', 'pipe', 'inherit'],
-});
-const timerReplies = createInterface({ input: timer.stdout })[Symbol.asyncIterator]();
+const timer = startTimer();
 
 // Runs `cmd args` once (output to /dev/null) and returns `{ secs }`, its wall
 // time as timer.py measured it; throws if it failed.
 async function timed(cmd, args) {
-  timer.stdin.write(`${JSON.stringify([cmd, ...args])}\n`);
-  const { value, done } = await timerReplies.next();
-  if (done) throw new Error('timer.py ended');
-  if (value.startsWith('error')) throw new Error(value);
-  return { secs: Number(value) };
+  return { secs: await timer.time([cmd, ...args]) };
 }
 
 // Decodes `archive` through `BrevisDecompressionStream`, fed 64 KiB pieces,
@@ -160,7 +152,7 @@ for (const file of files) {
   rows.push(row);
   console.error(`[bench-wasm] ${name}: ${JSON.stringify(row.secs)}`);
 }
-timer.stdin.end();
+timer.close();
 
 const mbps = (row, k) => row.size / row.secs[k] / 1e6;
 const cols = [

@@ -5,17 +5,14 @@
 // memory), and by timer.py.
 //
 //   node bench/wasm/spawn-cost.mjs [CMD ARG...]
-import { spawn, spawnSync } from 'node:child_process';
-import { createInterface } from 'node:readline';
-import { fileURLToPath } from 'node:url';
+import { spawnSync } from 'node:child_process';
+
+import { startTimer } from './timer.mjs';
 
 const argv = process.argv.length > 2 ? process.argv.slice(2) : ['/bin/true'];
 const ROUNDS = 15;
 
-const timer = spawn('python3', [fileURLToPath(new URL('./timer.py', import.meta.url))], {
-  stdio: ['pipe', 'pipe', 'inherit'],
-});
-const replies = createInterface({ input: timer.stdout })[Symbol.asyncIterator]();
+const timer = startTimer();
 
 function bySpawnSync() {
   let best = Infinity;
@@ -31,10 +28,7 @@ function bySpawnSync() {
 async function byTimer() {
   let best = Infinity;
   for (let i = 0; i < ROUNDS; i++) {
-    timer.stdin.write(`${JSON.stringify(argv)}\n`);
-    const { value } = await replies.next();
-    if (value.startsWith('error')) throw new Error(value);
-    best = Math.min(best, Number(value) * 1000);
+    best = Math.min(best, (await timer.time(argv)) * 1000);
   }
   return best;
 }
@@ -44,7 +38,7 @@ const held = [];
 for (let i = 0; i < 300; i++) held.push(new Uint8Array(1 << 20).fill(1));
 const large = bySpawnSync();
 const python = await byTimer();
-timer.stdin.end();
+timer.close();
 console.log(`${argv.join(' ')}, best of ${ROUNDS} (ms):`);
 console.log(`  spawnSync, little memory held: ${small.toFixed(2)}`);
 console.log(`  spawnSync, 300 MiB held:       ${large.toFixed(2)} (${held.length} arrays)`);

@@ -6,10 +6,13 @@ or ``error: ...`` with what it printed on stderr.
 
 Why not Node's own ``spawnSync``: it forks Node, and a fork copies the page
 tables of everything the process has mapped, so its cost grows with the heap,
-the archives read and the wasm memory of the measures beside it. On the 2-core
-machine, ``spawnSync('/bin/true')`` took 1.6 ms from a fresh Node and 16 ms with
-300 MiB of arrays alive, best of 15; a ``brevis verify`` of a 74 MB archive took
-51 ms that way against 37 ms from Python. This process is started before any of
+the archives read and the wasm memory of the measures beside it.
+``node bench/wasm/spawn-cost.mjs [CMD ARG...]`` times a command both ways (best
+of 15, the 2-core machine): ``/bin/true`` took 1.17 ms by ``spawnSync`` from a
+Node holding little memory, 12.08 ms holding 300 MiB of arrays, and 0.74 ms
+through this timer; a one-thread ``brevis verify`` of the 74 MB ``--fast-decode``
+FP32 corpus archive 40.6-43.0, 52.0-54.2 and 41.0-48.5 ms (three runs). This
+process is started before any of
 that is allocated, and Python starts children with ``vfork`` where it can, as
 bench/decode.py does, so a native figure here is what a shell would see.
 """

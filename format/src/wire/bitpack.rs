@@ -109,8 +109,8 @@ pub(crate) fn unpack_shift_in<W: Word>(body: &[u8], k: u8, out: &mut [W]) -> Res
 /// high parts of `hsplit` words over 16 bits (FP32's) into 16-bit words (one
 /// instance of the lane loop there); its SIMD loop reads them from there, where
 /// they were first widened into `out` in a pass of their own: FP32 words and
-/// 23-bit mantissas decoded 1.06x as fast (`TARGET=wasi bench/coders-ab.sh HEAD
-/// hsplit fp32,man23`; `bench/wasm/AB.md`).
+/// 23-bit mantissas decoded 1.06x as fast (`TARGET=wasi bench/coders-ab.sh c2529b7
+/// hsplit fp32,man23`, the commit before; `bench/wasm/AB.md`).
 #[cfg(target_arch = "wasm32")]
 pub(crate) fn unpack_below<W: Word>(body: &[u8], k: u8, highs: &[u16], out: &mut [W]) -> Result<()> {
     if highs.len() != out.len() {
