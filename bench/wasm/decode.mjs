@@ -17,7 +17,7 @@ import { existsSync, readFileSync, statSync } from 'node:fs';
 import { basename, join } from 'node:path';
 import { parseArgs } from 'node:util';
 
-import { BrevisDecompressionStream, decodeArchive, init } from 'brevis-decoder';
+import { BrevisDecompressionStream, decodeArchive, init, verifyArchive } from 'brevis-decoder';
 import * as wasm from 'brevis-decoder/wasm';
 import { ZSTDDecoder } from 'zstddec';
 
@@ -69,20 +69,31 @@ async function timed(cmd, args) {
   return { secs: await timer.time([cmd, ...args]) };
 }
 
-// Decodes `archive` through `BrevisDecompressionStream`, fed 64 KiB pieces,
-// counting the output; throws unless it is `size` bytes.
-async function streamedBytes(archive, what, size) {
+// `archive` as a ReadableStream of 64 KiB pieces, each made when it is asked for.
+function piecesOf(archive) {
   let at = 0;
-  let n = 0;
-  const source = new ReadableStream({
+  return new ReadableStream({
     pull(c) {
       if (at >= archive.length) return c.close();
       c.enqueue(archive.subarray(at, at + PIECE));
       at += PIECE;
     },
   }, { highWaterMark: 0 });
-  for await (const piece of source.pipeThrough(new BrevisDecompressionStream())) n += piece.length;
+}
+
+// Decodes `archive` through `BrevisDecompressionStream`, fed 64 KiB pieces,
+// counting the output; throws unless it is `size` bytes.
+async function streamedBytes(archive, what, size) {
+  let n = 0;
+  for await (const piece of piecesOf(archive).pipeThrough(new BrevisDecompressionStream())) n += piece.length;
   if (n !== size) throw new Error(`${what} gave ${n} bytes, expected ${size}`);
+}
+
+// Checks `archive` with `verifyArchive`, fed 64 KiB pieces; throws unless its
+// one file is `size` bytes.
+async function verifiedBytes(archive, what, size) {
+  const files = await verifyArchive(piecesOf(archive));
+  if (files.length !== 1 || files[0].size !== size) throw new Error(`${what} gave ${JSON.stringify(files)}, expected ${size} bytes`);
 }
 
 function ensure(path, make) {
@@ -129,11 +140,17 @@ for (const file of files) {
       if (n !== size) throw new Error(`${name}: raw wasm decode of the fast archive gave ${n} bytes`);
     },
     wasmStream: () => streamedBytes(brvBytes, `${name}: stream`, size),
-    // The job native `verify` does: every chunk decoded and every digest
-    // checked, the output consumed as it comes. The raw call also fills one
-    // new array the size of each file (in wasm memory, then copied out), and
-    // the first touch of that memory (4 KiB page faults) is a good part of its
-    // time on the fast archives; `verify` fills no such array.
+    // The job native `verify` does, and no more: every chunk decoded and every
+    // digest checked, no decoded byte handed out (but SHA-256 files' bytes, to
+    // node:crypto through one reused buffer, as native `verify` hashes them
+    // with the CPU's SHA instructions).
+    wasmVerify: () => verifiedBytes(brvBytes, `${name}: verifyArchive`, size),
+    fastWasmVerify: () => verifiedBytes(fastBytes, `${name}: verifyArchive of the fast archive`, size),
+    // The same, and every decoded chunk copied out of wasm memory into a new
+    // array for the stream's reader. The raw call instead fills one new array
+    // the size of each file (in wasm memory, then copied out), and the first
+    // touch of that memory (4 KiB page faults) is a good part of its time on
+    // the fast archives.
     fastWasmStream: () => streamedBytes(fastBytes, `${name}: stream of the fast archive`, size),
     fastWasmDecodeArchive: async () => {
       const out = await decodeArchive(fastBytes);
@@ -161,15 +178,16 @@ const cols = [
   ['zstd3', 'zstd -3 -d'],
   ['zstd19', 'zstd -19 -d'],
   ['wasmRaw', 'brevis wasm raw'],
+  ['wasmVerify', 'brevis wasm verify'],
   ['wasmStream', 'brevis wasm stream'],
   ['wasmDecodeArchive', 'brevis wasm decodeArchive'],
   ['zstddec', 'zstddec (wasm) on zstd -19'],
 ];
 const lines = [];
-lines.push(`| file | MB | ${cols.map((c) => c[1]).join(' | ')} | stream / raw | wasm raw / native 1T | wasm stream / native 1T | wasm stream / zstddec |`);
-lines.push(`|${'---|'.repeat(cols.length + 6)}`);
+lines.push(`| file | MB | ${cols.map((c) => c[1]).join(' | ')} | stream / raw | wasm raw / native 1T | wasm verify / native 1T | wasm stream / native 1T | wasm stream / zstddec |`);
+lines.push(`|${'---|'.repeat(cols.length + 7)}`);
 for (const r of rows) {
-  lines.push(`| ${r.file} | ${(r.size / 1e6).toFixed(1)} | ${cols.map(([k]) => mbps(r, k).toFixed(0)).join(' | ')} | ${(mbps(r, 'wasmStream') / mbps(r, 'wasmRaw')).toFixed(2)} | ${(mbps(r, 'wasmRaw') / mbps(r, 'native1')).toFixed(2)} | ${(mbps(r, 'wasmStream') / mbps(r, 'native1')).toFixed(2)} | ${(mbps(r, 'wasmStream') / mbps(r, 'zstddec')).toFixed(2)} |`);
+  lines.push(`| ${r.file} | ${(r.size / 1e6).toFixed(1)} | ${cols.map(([k]) => mbps(r, k).toFixed(0)).join(' | ')} | ${(mbps(r, 'wasmStream') / mbps(r, 'wasmRaw')).toFixed(2)} | ${(mbps(r, 'wasmRaw') / mbps(r, 'native1')).toFixed(2)} | ${(mbps(r, 'wasmVerify') / mbps(r, 'native1')).toFixed(2)} | ${(mbps(r, 'wasmStream') / mbps(r, 'native1')).toFixed(2)} | ${(mbps(r, 'wasmStream') / mbps(r, 'zstddec')).toFixed(2)} |`);
 }
 const node = process.version;
 const head = execFileSync(process.execPath, ['-e', 'console.log(require("os").cpus()[0].model)']).toString().trim();
@@ -179,12 +197,12 @@ const fastLines = [
   '',
   'The same files compressed with `brevis compress --fast-decode` (no context-coded literals, XXH3-128 file digests):',
   '',
-  '| file | default archive B | fast archive B | size | fast native 1T | fast wasm raw | fast wasm stream | fast wasm decodeArchive | fast wasm raw / native 1T | fast wasm stream / native 1T | fast wasm raw / default wasm raw | fast wasm raw / zstddec | fast wasm stream / zstddec |',
-  '|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|',
+  '| file | default archive B | fast archive B | size | fast native 1T | fast wasm raw | fast wasm verify | fast wasm stream | fast wasm decodeArchive | fast wasm raw / native 1T | fast wasm verify / native 1T | fast wasm stream / native 1T | fast wasm raw / default wasm raw | fast wasm raw / zstddec | fast wasm stream / zstddec |',
+  '|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|',
 ];
 for (const r of rows) {
   const delta = ((r.fast / r.brv - 1) * 100).toFixed(2);
-  fastLines.push(`| ${r.file} | ${r.brv} | ${r.fast} | ${delta.startsWith('-') ? '' : '+'}${delta}% | ${mbps(r, 'fastNative1').toFixed(0)} | ${mbps(r, 'fastWasmRaw').toFixed(0)} | ${mbps(r, 'fastWasmStream').toFixed(0)} | ${mbps(r, 'fastWasmDecodeArchive').toFixed(0)} | ${(mbps(r, 'fastWasmRaw') / mbps(r, 'fastNative1')).toFixed(2)} | ${(mbps(r, 'fastWasmStream') / mbps(r, 'fastNative1')).toFixed(2)} | ${(mbps(r, 'fastWasmRaw') / mbps(r, 'wasmRaw')).toFixed(2)} | ${(mbps(r, 'fastWasmRaw') / mbps(r, 'zstddec')).toFixed(2)} | ${(mbps(r, 'fastWasmStream') / mbps(r, 'zstddec')).toFixed(2)} |`);
+  fastLines.push(`| ${r.file} | ${r.brv} | ${r.fast} | ${delta.startsWith('-') ? '' : '+'}${delta}% | ${mbps(r, 'fastNative1').toFixed(0)} | ${mbps(r, 'fastWasmRaw').toFixed(0)} | ${mbps(r, 'fastWasmVerify').toFixed(0)} | ${mbps(r, 'fastWasmStream').toFixed(0)} | ${mbps(r, 'fastWasmDecodeArchive').toFixed(0)} | ${(mbps(r, 'fastWasmRaw') / mbps(r, 'fastNative1')).toFixed(2)} | ${(mbps(r, 'fastWasmVerify') / mbps(r, 'fastNative1')).toFixed(2)} | ${(mbps(r, 'fastWasmStream') / mbps(r, 'fastNative1')).toFixed(2)} | ${(mbps(r, 'fastWasmRaw') / mbps(r, 'wasmRaw')).toFixed(2)} | ${(mbps(r, 'fastWasmRaw') / mbps(r, 'zstddec')).toFixed(2)} | ${(mbps(r, 'fastWasmStream') / mbps(r, 'zstddec')).toFixed(2)} |`);
 }
 console.log(fastLines.join('\n'));
 console.log(`\n\`\`\`json\n${JSON.stringify(rows)}\n\`\`\``);

@@ -16,6 +16,7 @@ import {
   init,
   readTensors,
   setHostSha256,
+  verifyArchive,
   wasmMemoryBytes,
 } from 'brevis-decoder';
 
@@ -49,6 +50,18 @@ test('decodeArchive rebuilds every file of every fixture, SHA-256 verified', asy
       assert.equal(f.size, f.bytes.length);
     }
   }
+});
+
+test('verifyArchive checks every file of every fixture and reports what decodeArchive does, without the bytes', async () => {
+  for (const name of [...Object.keys(EXPECTED), 'silero-fast.brv', 'multi-blake3.brv', 'multi-xxh3.brv']) {
+    const decoded = await decodeArchive(fixture(name));
+    const want = decoded.map(({ bytes, ...rest }) => rest);
+    assert.deepEqual(await verifyArchive(fixture(name)), want, name);
+    assert.deepEqual(await verifyArchive(pieces(fixture(name), 4093)), want, `${name} in pieces`);
+  }
+  const [file] = await verifyArchive(new Blob([fixture('silero.brv')]));
+  assert.equal(file.sha256, EXPECTED['silero.brv'][SILERO]);
+  assert.equal(file.size, fixture(SILERO).length);
 });
 
 test('decodeArchive takes a stream, a Response, a Blob and an ArrayBuffer', async () => {
@@ -240,6 +253,7 @@ for (const [name, algorithm, hexDigits] of [
 // file at `path`), and BrevisDecoder with data events and with whole segments.
 const DECODE_PATHS = {
   decodeArchive: (brv) => decodeArchive(brv),
+  verifyArchive: (brv) => verifyArchive(brv),
   stream: (brv, path) => collect(pieces(brv, 65536).pipeThrough(new BrevisDecompressionStream({ path }))),
   pieces: async (brv) => {
     const dec = new BrevisDecoder({ pieces: true });
@@ -283,6 +297,9 @@ test('in Node, SHA-256 file digests are node:crypto\'s, checked on every path; w
   try {
     assert.deepEqual(hashesOf(await decodeArchive(brv)), expected);
     assert.equal(hashed, total, 'every byte of every file hashed once, by the host');
+    hashed = 0;
+    assert.deepEqual((await verifyArchive(brv)).map((f) => f.sha256), files.map((f) => f.sha256));
+    assert.equal(hashed, total, 'verifyArchive: every byte hashed once, by the host');
     await checkEveryPath('host SHA-256');
     // BLAKE3 and XXH3 archives stay with the wasm decoder.
     hashed = 0;
@@ -341,6 +358,7 @@ test('a flipped bit anywhere makes every API fail with a BrevisError (never a wr
     const bad = brv.slice();
     bad[pos] ^= 0x10;
     await assert.rejects(decodeArchive(bad), (e) => assertBrevisError(e, ['corrupt', 'truncated', 'unsupported', 'limit']), `byte ${pos}`);
+    await assert.rejects(verifyArchive(bad), (e) => assertBrevisError(e, ['corrupt', 'truncated', 'unsupported', 'limit']), `verify, byte ${pos}`);
     await assert.rejects(collect(pieces(bad, 65536).pipeThrough(new BrevisDecompressionStream())),
       (e) => assertBrevisError(e, ['corrupt', 'truncated', 'unsupported', 'limit']), `stream, byte ${pos}`);
   }
@@ -366,6 +384,7 @@ test('every truncation fails cleanly, by stream and by index', async () => {
   for (const cut of cuts) {
     const part = brv.slice(0, cut);
     await assert.rejects(decodeArchive(part), (e) => assertBrevisError(e, ['truncated', 'corrupt']), `cut ${cut}`);
+    await assert.rejects(verifyArchive(part), (e) => assertBrevisError(e, ['truncated', 'corrupt']), `verify cut ${cut}`);
     await assert.rejects(collect(pieces(part, 4096).pipeThrough(new BrevisDecompressionStream({ path: 'weights.safetensors' }))),
       (e) => assertBrevisError(e, ['truncated', 'corrupt']), `stream cut ${cut}`);
     await assert.rejects(BrevisArchive.open(part), (e) => assertBrevisError(e, ['truncated', 'corrupt']), `index cut ${cut}`);
@@ -377,6 +396,7 @@ test('the output cap trips in every API before the output is produced', async ()
   const cap = 100_000;
   const isLimit = (e) => assertBrevisError(e, ['limit']);
   await assert.rejects(decodeArchive(brv, { maxOutputBytes: cap }), isLimit);
+  await assert.rejects(verifyArchive(brv, { maxOutputBytes: cap }), isLimit);
   await assert.rejects(collect(pieces(brv, 4096).pipeThrough(new BrevisDecompressionStream({ maxOutputBytes: cap }))), isLimit);
   await assert.rejects((async () => { for await (const _ of readTensors(brv, { maxOutputBytes: cap })); })(), isLimit);
   // Exactly the file's size is allowed.
@@ -390,6 +410,7 @@ test('a bomb (80 MiB of zeros in a few hundred bytes) trips maxRatio by default;
   assert.ok(brv.length < 4096);
   const isRatio = (e) => assertBrevisError(e, ['limit']) && /max_ratio/.test(e.message);
   await assert.rejects(decodeArchive(brv), isRatio);
+  await assert.rejects(verifyArchive(brv), isRatio);
   await assert.rejects(collect(pieces(brv, 64).pipeThrough(new BrevisDecompressionStream())), isRatio);
   await assert.rejects(BrevisArchive.open(brv), isRatio);
   const [file] = await decodeArchive(brv, { maxRatio: 0 });
@@ -450,6 +471,27 @@ test('wasm memory does not grow with the model: streaming 3x the data needs no m
   assert.ok(big.memory <= small.memory + 4 * 1024 * 1024,
     `wasm memory ${big.memory} B after 3 models vs ${small.memory} B after one`);
   assert.ok(big.memory < (3 * onnx) / 2, `wasm memory ${big.memory} B for ${3 * onnx} B decoded`);
+});
+
+test('verifyArchive holds no more for 3x the data: wasm memory, and in JavaScript one chunk at most', async () => {
+  const run = (archive) => {
+    const script = `
+      import { readFileSync } from 'node:fs';
+      import { verifyArchive, wasmMemoryBytes } from 'brevis-decoder';
+      const brv = readFileSync(${JSON.stringify(join(FX, archive))});
+      let at = 0;
+      const src = new ReadableStream({ pull(c) { if (at >= brv.length) return c.close(); c.enqueue(brv.subarray(at, at + 65536)); at += 65536; } });
+      const files = await verifyArchive(src);
+      console.log(JSON.stringify({ out: files.reduce((s, f) => s + f.size, 0), memory: wasmMemoryBytes() }));
+    `;
+    return JSON.parse(execFileSync(process.execPath, ['--input-type=module', '-e', script], { cwd: new URL('.', import.meta.url) }).toString());
+  };
+  const small = run('big1.brv');
+  const big = run('big.brv');
+  assert.equal(big.out, 3 * small.out);
+  assert.ok(big.memory <= small.memory + 4 * 1024 * 1024,
+    `wasm memory ${big.memory} B after 3 models vs ${small.memory} B after one`);
+  assert.ok(big.memory < big.out / 2, `wasm memory ${big.memory} B for ${big.out} B verified`);
 });
 
 test('init accepts a precompiled WebAssembly.Module (edge runtimes that cannot compile bytes)', async () => {

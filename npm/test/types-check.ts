@@ -9,11 +9,13 @@ import {
   init,
   readTensors,
   typedArrayFor,
+  verifyArchive,
   wasmMemoryBytes,
   type BrevisEvent,
   type DecodedFile,
   type DigestAlgorithm,
   type Tensor,
+  type VerifiedFile,
 } from 'brevis-decoder';
 import { readOrtTensors, toOrtTensor } from 'brevis-decoder/ort';
 import { BrevisModelCache } from 'brevis-decoder/transformers';
@@ -24,6 +26,8 @@ export async function usage(response: Response, bytes: Uint8Array): Promise<numb
   const files: DecodedFile[] = await decodeArchive(bytes, { maxOutputBytes: 1 << 30, onProgress: (p) => p.bytesOut });
   const algorithm: DigestAlgorithm = files[0].digestAlgorithm;
   const hubHash: string | null = algorithm === 'sha256' ? files[0].sha256 : files[0].digest;
+  const checked: VerifiedFile[] = await verifyArchive(response.clone(), { maxRatio: 0 });
+  if (checked[0].digest !== files[0].digest || checked[0].size !== files[0].size) throw new Error('mismatch');
   const stream: ReadableStream<Uint8Array> = response.body!.pipeThrough(new BrevisDecompressionStream({ path: files[0].path }));
   for await (const t of readTensors(stream)) {
     const tensor: Tensor = t;

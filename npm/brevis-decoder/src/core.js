@@ -240,6 +240,11 @@ export class BrevisDecoder {
     // into one buffer per file (returned with its fileEnd event), no data events.
     this._collectFiles = false;
     this._fileBuffer = null;
+    // verifyArchive's mode: no data events and no copy out of wasm memory,
+    // but for the bytes of SHA-256 files hashed here, which go through one
+    // scratch buffer, reused.
+    this._discardData = false;
+    this._scratch = null;
     // Archive bytes known to be in hand (a whole archive in memory): what each
     // file's buffer may take up front is earned by them, not only by bytesIn.
     this._earnedIn = 0;
@@ -339,7 +344,13 @@ export class BrevisDecoder {
           const n = h.size();
           this.bytesOut += n;
           const buf = this._fileBuffer ?? (this._pieces ? null : seg.buffer);
-          if (buf) {
+          if (this._discardData) {
+            if (this._sha) {
+              if (!this._scratch || this._scratch.length < n) this._scratch = new Uint8Array(n);
+              h.copy_data_to(this._scratch, 0);
+              this._sha.update(this._scratch.subarray(0, n));
+            }
+          } else if (buf) {
             buf.reserve(n);
             h.copy_data_to(buf.bytes, buf.length);
             this._sha?.update(buf.bytes.subarray(buf.length, buf.length + n));
@@ -466,6 +477,34 @@ export async function decodeArchive(source, options = {}) {
   };
   try {
     for await (const chunk of chunksOf(resolved)) decoder.pushTo(chunk, onEvent);
+    decoder.end();
+  } finally {
+    decoder.free();
+  }
+  return files;
+}
+
+/**
+ * Checks an archive without keeping what it decodes, as `brevis verify` does:
+ * every chunk is decoded and checked, and every file against its digest, but
+ * no decoded byte is handed to JavaScript (only those of SHA-256 files hashed
+ * with node:crypto, through one buffer reused). Resolves to
+ * `[{ path, size, digest, digestAlgorithm, sha256 }]`, as `decodeArchive`
+ * without `bytes`; rejects with a BrevisError where it would. Memory stays
+ * bounded, as for a stream. Options: `maxOutputBytes`, `maxRatio`, `onProgress`.
+ */
+export async function verifyArchive(source, options = {}) {
+  await init();
+  const decoder = new BrevisDecoder({ ...options, pieces: true });
+  decoder._discardData = true;
+  const files = [];
+  const onEvent = (e) => {
+    if (e.type === 'fileEnd') {
+      files.push({ path: e.path, size: e.size, digest: e.digest, digestAlgorithm: e.digestAlgorithm, sha256: e.sha256 });
+    }
+  };
+  try {
+    for await (const chunk of chunksOf(await resolveSource(source))) decoder.pushTo(chunk, onEvent);
     decoder.end();
   } finally {
     decoder.free();

@@ -68,7 +68,8 @@ export function wasmMemoryBytes(): number;
 /** A typed array over the bytes (no copy) for a dtype. */
 export function typedArrayFor(dtype: DType | string, bytes: Uint8Array): TensorData;
 
-export interface DecodedFile {
+/** A file of an archive, rebuilt and checked against its digest. */
+export interface VerifiedFile {
   path: string;
   size: number;
   /** Hex digest, verified: SHA-256, BLAKE3 or XXH3-128 (32 hex digits), as `digestAlgorithm` says (the archive's choice). */
@@ -76,6 +77,9 @@ export interface DecodedFile {
   digestAlgorithm: DigestAlgorithm;
   /** `digest` when it is a SHA-256 (what model hubs publish), else `null`. */
   sha256: string | null;
+}
+
+export interface DecodedFile extends VerifiedFile {
   bytes: Uint8Array;
 }
 
@@ -84,6 +88,12 @@ export type DigestAlgorithm = 'sha256' | 'blake3' | 'xxh3-128';
 
 /** Decodes every file of an archive, each verified by its digest. */
 export function decodeArchive(source: ArchiveSource, options?: DecodeOptions): Promise<DecodedFile[]>;
+
+/**
+ * Checks an archive as `brevis verify` does, without keeping what it decodes:
+ * every chunk and every file digest checked, no decoded byte handed out.
+ */
+export function verifyArchive(source: ArchiveSource, options?: DecodeOptions): Promise<VerifiedFile[]>;
 
 export interface Tensor {
   /** The archived file the tensor belongs to. */
