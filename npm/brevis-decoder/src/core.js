@@ -475,13 +475,18 @@ export async function decodeArchive(source, options = {}) {
       files.push({ path: e.path, size: e.bytes.length, digest: e.digest, digestAlgorithm: e.digestAlgorithm, sha256: e.sha256, bytes: e.bytes });
     }
   };
+  await pushAll(decoder, resolved, onEvent);
+  return files;
+}
+
+/** Feeds every chunk of `source` to `decoder` (events to `onEvent`), then ends and frees it. */
+async function pushAll(decoder, source, onEvent) {
   try {
-    for await (const chunk of chunksOf(resolved)) decoder.pushTo(chunk, onEvent);
+    for await (const chunk of chunksOf(source)) decoder.pushTo(chunk, onEvent);
     decoder.end();
   } finally {
     decoder.free();
   }
-  return files;
 }
 
 /**
@@ -503,12 +508,7 @@ export async function verifyArchive(source, options = {}) {
       files.push({ path: e.path, size: e.size, digest: e.digest, digestAlgorithm: e.digestAlgorithm, sha256: e.sha256 });
     }
   };
-  try {
-    for await (const chunk of chunksOf(await resolveSource(source))) decoder.pushTo(chunk, onEvent);
-    decoder.end();
-  } finally {
-    decoder.free();
-  }
+  await pushAll(decoder, await resolveSource(source), onEvent);
   return files;
 }
 
