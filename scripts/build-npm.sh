@@ -14,10 +14,17 @@
 #    crate and the zstd decoder (not for brevis-format's coders, where the time
 #    goes) keep the gzipped module under the 100 KiB budget: -2.1 KB for -2%
 #    BF16 decode speed in Node; BLAKE3 at "s" was 0.5 KB smaller and no
-#    slower in Node than at level 3; xxhash-rust at "s" is 2 KB smaller
-#    (its streaming XXH3-128 is inlined code);
+#    slower in Node than at level 3. xxhash-rust stays at level 3: its
+#    one-shot XXH3-64 (record and chunk checksums) made `verifyArchive` of
+#    the --fast-decode corpus archives 5-7% faster than at "s", for 1.2 KB
+#    (bench/wasm/AB.md), which step 3's two flags pay for;
 # 3. wasm-opt -O3, repeated until it stops shrinking the module (--converge:
-#    -360 B gzipped over one -O3), shrinks and speeds the module;
+#    -360 B gzipped over one -O3), shrinks and speeds the module. With
+#    --low-memory-unused it folds constant additions into load and store
+#    offsets, which is wrong only for an address that wraps around below 1 KiB:
+#    none does (the stack's deepest kilobyte is there, `--stack-first`; data
+#    starts at 1 MiB), 0.5 KB smaller; --strip-target-features drops a
+#    section engines ignore, 0.1 KB;
 # 4. npm pack writes the tarball the tests install.
 #
 # Env: BREVIS_NPM_OPT=0 skips wasm-opt (faster iteration).
@@ -58,17 +65,16 @@ CARGO_TARGET_DIR="$ROOT/target/wasm" RUSTFLAGS="-C target-feature=+simd128" \
   --out-dir "$ROOT/$PKG/wasm" --out-name brevis_decoder -- --features wasm \
   --config 'profile.release.package.brevis-decoder.opt-level="s"' \
   --config 'profile.release.package.ruzstd.opt-level="s"' \
-  --config 'profile.release.package.blake3.opt-level="s"' \
-  --config 'profile.release.package.xxhash-rust.opt-level="s"'
+  --config 'profile.release.package.blake3.opt-level="s"'
 rm -f "$PKG/wasm/.gitignore"
 
 WASM="$PKG/wasm/brevis_decoder_bg.wasm"
 if [[ ${BREVIS_NPM_OPT:-1} != 0 ]]; then
-  log "wasm-opt -O3 --converge"
-  npm/tools/node_modules/.bin/wasm-opt -O3 --converge \
+  log "wasm-opt -O3 --converge --low-memory-unused"
+  npm/tools/node_modules/.bin/wasm-opt -O3 --converge --low-memory-unused \
     --enable-simd --enable-bulk-memory --enable-nontrapping-float-to-int --enable-sign-ext \
     --enable-mutable-globals --enable-reference-types --enable-multivalue \
-    --strip-debug --strip-producers -o "$WASM.opt" "$WASM"
+    --strip-debug --strip-producers --strip-target-features -o "$WASM.opt" "$WASM"
   mv "$WASM.opt" "$WASM"
 fi
 

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Does a change make the npm package decode faster? Builds the package at two git
 # revisions and times both on the same archives in one Node process, A and B
-# alternating (bench/wasm/ab.mjs): MB/s of the raw wasm call (bench/wasm/raw.mjs)
-# and `decodeArchive`.
+# alternating (bench/wasm/ab.mjs): MB/s of the raw wasm call (bench/wasm/raw.mjs),
+# `decodeArchive` and (where both builds have it) `verifyArchive`.
 #
 #   bench/wasm/ab.sh REV_A REV_B [FILE...]
 #
