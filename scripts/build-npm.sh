@@ -16,7 +16,7 @@
 #    BF16 decode speed in Node; BLAKE3 at "s" was 0.5 KB smaller and no
 #    slower in Node than at level 3. xxhash-rust stays at level 3: its
 #    one-shot XXH3-64 (record and chunk checksums) made `verifyArchive` of
-#    the --fast-decode corpus archives 5-7% faster than at "s", for 1.2 KB
+#    the --fast-decode corpus archives 3-8% faster than at "s", for 1.2 KB
 #    (bench/wasm/AB.md), which step 3's two flags pay for;
 # 3. wasm-opt -O3, repeated until it stops shrinking the module (--converge:
 #    -360 B gzipped over one -O3), shrinks and speeds the module. With
