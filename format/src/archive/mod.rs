@@ -205,9 +205,8 @@ fn xxh3_64(bytes: &[u8]) -> u64 {
 /// xxhash-rust's `Xxh3Default` is its hasher with the default secret built in,
 /// not copied into each state as `Xxh3`'s is: the npm package's module was 591 B
 /// smaller gzipped with it (`scripts/build-npm.sh`: 95,547 against 94,956 B), and
-/// `verifyArchive` as fast (a throwaway A/B of the two packages on the
-/// `--fast-decode` BF16, FP16 and FP32 corpus archives, best of 21 in both orders:
-/// 0.985-1.015).
+/// `verifyArchive` as fast (`bench/wasm/ab.sh 2094571 595c95e`, both orders, in
+/// `bench/wasm/AB.md`: 0.98-1.03).
 #[derive(Clone)]
 pub struct Xxh3Hasher(Xxh3Inner);
 
