@@ -9,11 +9,17 @@ every archive in turn, and keeps each one's best wall time over ``--runs`` round
 shared machine, so their ratios compare like with like (archives of one file made by
 two encoder builds, too). Prints one line per archive and
 build: both times and the 2 ÷ 1 ratio. What ``bench/decode.sh`` measures for the
-RESULTS.md table, for builds side by side (before and after a change)."""
+RESULTS.md table, for builds side by side (before and after a change).
+
+With several builds, each line after the first build's also gives the paired ratio at
+each thread count: the median, over the rounds, of this build's time ÷ the first
+build's in the same round. Best times need a quiet spell for each run; on a busy
+shared machine the paired ratio shows a change of 1-2% that best times may not."""
 
 from __future__ import annotations
 
 import argparse
+import statistics
 import subprocess
 import time
 
@@ -34,16 +40,24 @@ def main() -> None:
     # archives of one model made by two encoders (say, two chunk sizes) compare in
     # the same spells too.
     runs = [(a, b, t) for a in args.archives for b in args.bin for t in (1, 2)]
-    best = {r: float("inf") for r in runs}
+    times: dict[tuple[str, str, int], list[float]] = {r: [] for r in runs}
     for rnd in range(args.runs + 1):
         for a, b, t in runs:
             s = verify(b, a, t)
             if rnd > 0:  # round 0 warms the page cache and the binaries
-                best[(a, b, t)] = min(best[(a, b, t)], s)
+                times[(a, b, t)].append(s)
     for archive in args.archives:
+        first = args.bin[0]
         for b in args.bin:
-            one, two = best[(archive, b, 1)], best[(archive, b, 2)]
-            print(f"{archive}  {b}  1 thread {one:.4f} s  2 threads {two:.4f} s  2 / 1 = {one / two:.3f}x")
+            one, two = min(times[(archive, b, 1)]), min(times[(archive, b, 2)])
+            line = f"{archive}  {b}  1 thread {one:.4f} s  2 threads {two:.4f} s  2 / 1 = {one / two:.3f}x"
+            if b != first:
+                paired = [
+                    statistics.median(x / y for x, y in zip(times[(archive, b, t)], times[(archive, first, t)]))
+                    for t in (1, 2)
+                ]
+                line += f"  paired ÷ {first}: 1 thread {paired[0]:.3f}, 2 threads {paired[1]:.3f}"
+            print(line)
 
 
 if __name__ == "__main__":
