@@ -420,12 +420,13 @@ impl MappedArchive {
         // ahead in 2 MiB folios (`do_sync_mmap_readahead`), 460-490 pages on
         // average, and every later decode from the cache gains: `bench/cold.py
         // --rounds 15` on the `--fast-decode` BF16 / FP16 / FP32 corpus
-        // archives, paired ratios to the build before, warm one thread 0.915 /
-        // 0.912 / 0.944 and two threads 0.933 / 0.940 / 0.958; the cold read
-        // itself 0.95-1.15 (within its noise). Where the archive was already
-        // cached the advice changes nothing measurable (`bench/threads.py
-        // --runs 60` on fresh copies of the three, either build first: paired
-        // 0.991-1.012).
+        // archives, paired ratios to the build before, warm one thread 0.909 /
+        // 0.916 / 0.937 and two threads 0.914 / 0.932 / 0.929 (`bench/RESULTS.md`).
+        // The cold read itself is as fast (`--rounds 30`: 0.946 and 1.031 on
+        // BF16 and FP32; single cold runs vary 2x here). Where the archive
+        // was already cached in larger folios the advice changes nothing
+        // measurable (`bench/threads.py --runs 60` on fresh copies of the
+        // three: paired 0.991-1.012).
         #[cfg(target_os = "linux")]
         let _ = map.advise(memmap2::Advice::HugePage);
         Some(MappedArchive(std::sync::Arc::new(map)))
