@@ -16,7 +16,7 @@ median over the rounds of this build's time ÷ the first build's in the same rou
 (cold, and warm best of the round at one and two threads).
 
 Where ``/proc/kpageflags`` can be read (root), also prints how many 4 KiB pages the
-archive's cached folios held on average after the last round of each build.
+archive's cached folios held on average after each build's runs of the last round.
 
 Linux only. The drop is advisory: pages another process maps stay cached, and then
 "cold" is not; the folio line shows it (folios stay as they were)."""
@@ -28,8 +28,8 @@ import mmap
 import os
 import statistics
 import struct
-import subprocess
-import time
+
+from threads import verify  # bench/threads.py: one timed `brevis verify -q --threads N`
 
 
 def drop_from_cache(path: str) -> None:
@@ -38,12 +38,6 @@ def drop_from_cache(path: str) -> None:
         os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
     finally:
         os.close(fd)
-
-
-def verify(binary: str, archive: str, threads: int) -> float:
-    t = time.perf_counter()
-    subprocess.run([binary, "verify", "-q", "--threads", str(threads), archive], check=True)
-    return time.perf_counter() - t
 
 
 def mean_folio_pages(path: str) -> float | None:
@@ -56,13 +50,13 @@ def mean_folio_pages(path: str) -> float | None:
     except OSError:
         return None
     with open(path, "rb") as f, kpageflags, open("/proc/self/pagemap", "rb") as pagemap:
-        size = os.fstat(f.fileno()).st_size
+        stat = os.fstat(f.fileno())
+        size, inode = stat.st_size, stat.st_ino
         if size == 0:
             return None
         with mmap.mmap(f.fileno(), 0, prot=mmap.PROT_READ) as m:
             base = None
             # The map's address: find it among this process's mappings by inode.
-            inode = os.fstat(f.fileno()).st_ino
             for line in open("/proc/self/maps"):
                 fields = line.split()
                 if len(fields) >= 5 and int(fields[4]) == inode:
@@ -108,7 +102,7 @@ def main() -> None:
                 one = min(verify(b, a, 1) for _ in range(args.warm))
                 two = min(verify(b, a, 2) for _ in range(args.warm))
                 rounds.setdefault((a, b), []).append((cold, one, two))
-                if rnd >= args.rounds - 2:
+                if rnd == args.rounds - 1:
                     folios[(a, b)] = mean_folio_pages(a)
     for a in args.archives:
         first = args.bin[0]

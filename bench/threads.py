@@ -24,17 +24,19 @@ import subprocess
 import time
 
 
+def verify(binary: str, archive: str, threads: int) -> float:
+    """Wall seconds of one `brevis verify -q --threads THREADS ARCHIVE` by `binary`."""
+    t = time.perf_counter()
+    subprocess.run([binary, "verify", "-q", "--threads", str(threads), archive], check=True)
+    return time.perf_counter() - t
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--bin", action="append", required=True, help="a brevis binary (repeat for several)")
     ap.add_argument("--runs", type=int, default=15, help="rounds (default 15)")
     ap.add_argument("archives", nargs="+")
     args = ap.parse_args()
-
-    def verify(binary: str, archive: str, threads: int) -> float:
-        t = time.perf_counter()
-        subprocess.run([binary, "verify", "-q", "--threads", str(threads), archive], check=True)
-        return time.perf_counter() - t
 
     # Every round runs every archive with every build at both thread counts, so
     # archives of one model made by two encoders (say, two chunk sizes) compare in
