@@ -49,6 +49,19 @@ rev=$(cd "$ROOT" && git rev-parse --short HEAD)
   echo "uses the CPU's SHA instructions; the raw call hashes them in wasm."
   echo
   node --expose-gc decode.mjs --brevis "$BREVIS_BIN" --work "$WORK" --repeat "${REPEAT:-5}" "$@"
+  fast=()
+  for f in "$@"; do fast+=("$WORK/$(basename "$f").fast.brv"); done
+  echo
+  echo "## Where the stream's time goes"
+  echo
+  echo "\`node bench/wasm/stream-cost.mjs --repeat $((3 * ${REPEAT:-5}))\` on the \`--fast-decode\` archives above: each way adds one cost"
+  echo "to the way before, all fed 64 KiB pieces (see the script). \"events\" is the wasm decoder's own work, as"
+  echo "\`verifyArchive\` does it; \"+ copy\" copies each decoded chunk out into one reused array; \"+ new arrays\" into an"
+  echo "array of its own, as the stream hands its reader (memory in no cache yet); \"+ JS events\" is the package's"
+  echo "decoder around the same calls; \"stream\" is \`BrevisDecompressionStream\` through \`pipeThrough\`. Costs are"
+  echo "differences of bests and of medians over the rounds, so one may come out below zero when the machine is noisy."
+  echo
+  node stream-cost.mjs --repeat $((3 * ${REPEAT:-5})) "${fast[@]}"
 } > RESULTS.md.tmp
 mv RESULTS.md.tmp RESULTS.md
 log "wrote bench/wasm/RESULTS.md"
