@@ -21,6 +21,7 @@ import { BrevisDecompressionStream, decodeArchive, init, verifyArchive } from 'b
 import * as wasm from 'brevis-decoder/wasm';
 import { ZSTDDecoder } from 'zstddec';
 
+import { piecesOf } from './pieces.mjs';
 import { decodeRaw } from './raw.mjs';
 import { startTimer } from './timer.mjs';
 
@@ -33,7 +34,6 @@ const { values: opts, positionals: files } = parseArgs({
   allowPositionals: true,
 });
 const REPEAT = Number(opts.repeat);
-const PIECE = 65536;
 
 // Best time of each measure over REPEAT rounds, after one untimed round; in
 // each round every measure runs once, in turn.
@@ -67,18 +67,6 @@ const timer = startTimer();
 // time as timer.py measured it; throws if it failed.
 async function timed(cmd, args) {
   return { secs: await timer.time([cmd, ...args]) };
-}
-
-// `archive` as a ReadableStream of 64 KiB pieces, each made when it is asked for.
-function piecesOf(archive) {
-  let at = 0;
-  return new ReadableStream({
-    pull(c) {
-      if (at >= archive.length) return c.close();
-      c.enqueue(archive.subarray(at, at + PIECE));
-      at += PIECE;
-    },
-  }, { highWaterMark: 0 });
 }
 
 // Decodes `archive` through `BrevisDecompressionStream`, fed 64 KiB pieces,

@@ -16,6 +16,8 @@ import { Session } from 'node:inspector/promises';
 
 import { BrevisDecompressionStream, init } from 'brevis-decoder';
 
+import { piecesOf } from './pieces.mjs';
+
 const [path, rounds = '10'] = process.argv.slice(2);
 if (!path) {
   console.error('usage: node profile-stream.mjs ARCHIVE.brv [ROUNDS]');
@@ -26,16 +28,8 @@ const bytes = readFileSync(path);
 
 // Decodes the archive once; returns the bytes it rebuilt.
 async function decodeOnce() {
-  let at = 0;
-  const source = new ReadableStream({
-    pull(c) {
-      if (at >= bytes.length) return c.close();
-      c.enqueue(bytes.subarray(at, at + 65536));
-      at += 65536;
-    },
-  });
   let n = 0;
-  for await (const piece of source.pipeThrough(new BrevisDecompressionStream())) n += piece.length;
+  for await (const piece of piecesOf(bytes).pipeThrough(new BrevisDecompressionStream())) n += piece.length;
   return n;
 }
 

@@ -30,10 +30,10 @@ import { parseArgs } from 'node:util';
 
 import { BrevisDecoder, BrevisDecompressionStream, init } from '../../npm/brevis-decoder/src/node.js';
 import { StreamHandle } from '../../npm/brevis-decoder/wasm/brevis_decoder.js';
+import { PIECE, piecesOf } from './pieces.mjs';
 
 const { values, positionals } = parseArgs({ options: { repeat: { type: 'string', default: '15' } }, allowPositionals: true });
 const REPEAT = Number(values.repeat);
-const PIECE = 64 << 10;
 // The wasm decoder's event codes (`StreamHandle::next_event`).
 const NEED_INPUT = 0;
 const FILE_START = 1;
@@ -88,19 +88,8 @@ function ways(archive) {
       return out;
     },
     stream: async () => {
-      let at = 0;
-      const source = new ReadableStream(
-        {
-          pull(c) {
-            if (at >= archive.length) return c.close();
-            c.enqueue(archive.subarray(at, at + PIECE));
-            at += PIECE;
-          },
-        },
-        { highWaterMark: 0 },
-      );
       let out = 0;
-      for await (const piece of source.pipeThrough(new BrevisDecompressionStream())) out += piece.length;
+      for await (const piece of piecesOf(archive).pipeThrough(new BrevisDecompressionStream())) out += piece.length;
       return out;
     },
   };

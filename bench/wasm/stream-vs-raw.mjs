@@ -14,6 +14,7 @@ import { parseArgs } from 'node:util';
 
 import { BrevisDecompressionStream, decodeArchive, init } from '../../npm/brevis-decoder/src/node.js';
 import * as wasm from '../../npm/brevis-decoder/wasm/brevis_decoder.js';
+import { piecesOf } from './pieces.mjs';
 import { decodeRaw } from './raw.mjs';
 
 const { values, positionals } = parseArgs({ options: { repeat: { type: 'string', default: '5' } }, allowPositionals: true });
@@ -44,16 +45,8 @@ for (const path of positionals) {
     size = decodeRaw(wasm, brv);
   };
   const stream = async () => {
-    let at = 0;
     let n = 0;
-    const src = new ReadableStream({
-      pull(c) {
-        if (at >= brv.length) return c.close();
-        c.enqueue(brv.subarray(at, at + 65536));
-        at += 65536;
-      },
-    }, { highWaterMark: 0 });
-    for await (const piece of src.pipeThrough(new BrevisDecompressionStream())) n += piece.length;
+    for await (const piece of piecesOf(brv).pipeThrough(new BrevisDecompressionStream())) n += piece.length;
     if (n !== size) throw new Error(`${path}: stream gave ${n} bytes, raw ${size}`);
   };
   const whole = async () => {
