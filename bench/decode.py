@@ -9,6 +9,7 @@ Run it with the bench venv's Python so ZipNN is importable (``bench/decode.sh`` 
     bench/decode.sh --runs 11 FILE...    # other files
     bench/decode.sh --write              # also replace the decode section of RESULTS.md
     bench/decode.sh --synthetic-gib 4    # also peak memory on a synthetic 4 GiB BF16 file
+    bench/decode.sh --pooled             # also peak memory and two threads on the whole corpus
     BREVIS_BASELINE=/path/to/old/brevis bench/decode.sh   # add a column for an older build
 
 What is timed (wall clock, best of ``--runs`` after one warm-up, input in the page cache;
@@ -33,8 +34,9 @@ between them (brevis ÷ ZipNN, 2 threads ÷ 1) compare runs made at the same tim
 - the peak resident memory (``/usr/bin/time -f %M``: maximum RSS, which includes
   the mapped executable) of ``brevis verify`` with 1 and 2 threads, streaming the
   archive from disk; with ``--synthetic-gib N`` also on a synthetic N GiB BF16 file
-  (``bench/make-synthetic.py``, compressed at ``--effort 0``), where only memory and
-  the 1-/2-thread times are measured.
+  (``bench/make-synthetic.py``, compressed at ``--effort 0``), and with ``--pooled`` on
+  one archive of every model file of the corpus (default and ``--fast-decode``), where
+  only memory and the 1-/2-thread times are measured.
 
 Speeds are MB/s (10^6 bytes) of original data. The archives are made once per run in
 ``bench/out/decode/`` (gitignored) with ``brevis compress --threads`` all cores.
@@ -252,13 +254,50 @@ def measure_synthetic(gib: float, brevis: str, runs: int) -> list[dict]:
     two threads' read-ahead makes larger) weigh nothing, unlike on the corpus files."""
     OUT.mkdir(parents=True, exist_ok=True)
     src = OUT / f"synthetic-{gib:g}gib.safetensors"
-    brv = Path(f"{src}.brv")
     subprocess.run([sys.executable, str(BENCH / "make-synthetic.py"), str(src), "--gib", str(gib)], check=True)
-    size = src.stat().st_size
+    rows = scaling_rows(src, src.stat().st_size, brevis, runs, [["--effort", "0"], ["--effort", "0", "--fast-decode"]])
+    for r in rows:
+        r["label"] = f"{src.name} (`bench/make-synthetic.py`, `{r['flags']}`, compressed in {r['compress_s']:.0f} s)"
+    src.unlink()
+    return rows
+
+
+def measure_pooled(brevis: str, runs: int) -> list[dict]:
+    """Peak memory and 1-/2-thread decode time on one archive of every model file of
+    the corpus (``shared/corpus/manifest.tsv``), default and ``--fast-decode``: real
+    weights of every dtype, many files and tensors, and enough of them (0.81 GB) that
+    a process's fixed costs weigh little beside the decode, unlike on a single file."""
+    manifest = REPO.parent / "shared" / "corpus" / "manifest.tsv"
+    rows = manifest.read_text(encoding="utf-8").splitlines()
+    column = rows[0].split("\t").index("file")
+    files = [row.split("\t")[column] for row in rows[1:] if row.strip()]
+    src = OUT / "pooled-corpus"
+    shutil.rmtree(src, ignore_errors=True)
+    for name in files:
+        dst = src / name
+        dst.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            os.link(CORPUS / name, dst)
+        except OSError:  # another file system: a copy
+            shutil.copyfile(CORPUS / name, dst)
+    size = sum((src / name).stat().st_size for name in files)
+    out = scaling_rows(src, size, brevis, runs, [[], ["--fast-decode"]])
+    for r in out:
+        flags = f"`{r['flags']}`" if r["flags"] else "default"
+        r["label"] = f"the corpus's {len(files)} files in one archive ({flags}, compressed in {r['compress_s']:.0f} s)"
+    shutil.rmtree(src)
+    return out
+
+
+def scaling_rows(src: Path, size: int, brevis: str, runs: int, flag_sets: list[list[str]]) -> list[dict]:
+    """For each set of ``brevis compress`` flags: ``src`` (a file or a folder of ``size``
+    bytes) compressed with them, then the best of ``runs`` `verify` at 1 and 2 threads
+    and of two 1-thread `verify` at once, and the peak RSS at 1 and 2 threads."""
+    brv = OUT / f"{src.name}.brv"
     rows = []
-    for flags in ([], ["--fast-decode"]):
+    for flags in flag_sets:
         t = time.perf_counter()
-        run([brevis, "compress", str(src), "-o", str(brv), "-f", "-q", "--effort", "0", *flags])
+        run([brevis, "compress", str(src), "-o", str(brv), "-f", "-q", *flags])
         compress_s = time.perf_counter() - t
         measures = {f"{n}t": lambda n=n: run(verify_argv(brevis, brv, n)) for n in (1, 2)}
         measures["pair"] = lambda: run_pair(verify_argv(brevis, brv, 1))
@@ -269,7 +308,7 @@ def measure_synthetic(gib: float, brevis: str, runs: int) -> list[dict]:
         rows.append(
             {
                 "file": src.name,
-                "flags": " ".join(["--effort 0", *flags]),
+                "flags": " ".join(flags),
                 "bytes": size,
                 "archive_bytes": brv.stat().st_size,
                 "compress_s": compress_s,
@@ -279,7 +318,6 @@ def measure_synthetic(gib: float, brevis: str, runs: int) -> list[dict]:
             }
         )
         brv.unlink()
-    src.unlink()
     return rows
 
 
@@ -384,9 +422,9 @@ def render(results: dict) -> str:
             f"{ratio(r['mb_s']['brevis_2t'], r['mb_s']['brevis_1t'])} | "
             f"{ratio(r['mb_s'].get('brevis_pair'), r['mb_s']['brevis_1t'])} |"
         )
-    for r in results.get("synthetic", []):
+    for r in results.get("pooled", []) + results.get("synthetic", []):
         lines.append(
-            f"| {r['file']} (`bench/make-synthetic.py`, `{r.get('flags', '--effort 0')}`, compressed in {r['compress_s']:.0f} s) | "
+            f"| {r['label']} | "
             f"{r['bytes'] / 1e6:,.0f} | {r['archive_bytes'] / 1e6:,.0f} | {r['peak_rss_mb']['1t']:.1f} | "
             f"{r['peak_rss_mb']['2t']:.1f} | {fmt(r['mb_s']['1t'])} | {fmt(r['mb_s']['2t'])} | "
             f"{ratio(r['mb_s']['2t'], r['mb_s']['1t'])} | {ratio(r['mb_s'].get('pair'), r['mb_s']['1t'])} |"
@@ -419,6 +457,9 @@ def main() -> int:
     ap.add_argument("--zipnn-dtype", choices=["bfloat16", "float16", "float32"])
     ap.add_argument("--write", action="store_true", help="replace the decode section of bench/RESULTS.md")
     ap.add_argument("--synthetic-gib", type=float, help="also measure memory on a synthetic file this large")
+    ap.add_argument(
+        "--pooled", action="store_true", help="also measure memory and two threads on one archive of the whole corpus"
+    )
     args = ap.parse_args()
     git = subprocess.run(["git", "-C", str(REPO), "rev-parse", "--short", "HEAD"], capture_output=True, text=True)
     zstd = subprocess.run(["zstd", "-V"], capture_output=True, text=True).stdout.strip()
@@ -431,6 +472,8 @@ def main() -> int:
         "runs": args.runs,
         "files": [measure(f, args.brevis, args.baseline, args.runs, args.zipnn_dtype) for f in args.files],
     }
+    if args.pooled:
+        results["pooled"] = measure_pooled(args.brevis, min(args.runs, 5))
     if args.synthetic_gib:
         results["synthetic"] = measure_synthetic(args.synthetic_gib, args.brevis, min(args.runs, 3))
     text = render(results)
