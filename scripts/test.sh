@@ -4,7 +4,8 @@
 # whole workspace's tests in release mode (the round trips are heavy), the format
 # and decoder unit tests as WebAssembly under Node (scripts/test-wasi.sh), the npm
 # package's Node tests (npm/test/run.sh: installs wasm-bindgen-cli and wasm-pack
-# with cargo the first time, several minutes) and a short fuzz pass.
+# with cargo the first time, several minutes) and a short fuzz pass (cargo-fuzz,
+# installed here where a nightly toolchain is).
 #
 #   scripts/test.sh
 set -euo pipefail
@@ -30,6 +31,13 @@ if command -v rustup >/dev/null 2>&1; then
     || { log "rustup target add wasm32-unknown-unknown"; rustup target add wasm32-unknown-unknown || true; }
   rustup target list --installed | grep -q '^wasm32-wasip1$' \
     || { log "rustup target add wasm32-wasip1"; rustup target add wasm32-wasip1 || true; }
+fi
+
+# The fuzz pass at the end needs cargo-fuzz (and a nightly toolchain, which
+# rustup may not be able to fetch here: without one the pass is skipped).
+if cargo +nightly --version >/dev/null 2>&1 && ! cargo fuzz --version >/dev/null 2>&1; then
+  log "cargo install cargo-fuzz (about half a minute, once)"
+  cargo install cargo-fuzz --version 0.13.2 --locked || log "cargo-fuzz did not install: the fuzz pass will be skipped"
 fi
 
 if ! command -v node >/dev/null 2>&1 || ! command -v npm >/dev/null 2>&1; then
