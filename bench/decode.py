@@ -55,6 +55,8 @@ import sys
 import time
 from pathlib import Path
 
+from bench import load_manifest  # bench/bench.py: the corpus's manifest.tsv
+
 BENCH = Path(__file__).resolve().parent
 REPO = BENCH.parent
 OUT = BENCH / "out" / "decode"
@@ -267,24 +269,21 @@ def measure_pooled(brevis: str, runs: int) -> list[dict]:
     the corpus (``shared/corpus/manifest.tsv``), default and ``--fast-decode``: real
     weights of every dtype, many files and tensors, and enough of them (0.81 GB) that
     a process's fixed costs weigh little beside the decode, unlike on a single file."""
-    manifest = REPO.parent / "shared" / "corpus" / "manifest.tsv"
-    rows = manifest.read_text(encoding="utf-8").splitlines()
-    column = rows[0].split("\t").index("file")
-    files = [row.split("\t")[column] for row in rows[1:] if row.strip()]
+    entries = load_manifest(CORPUS)
     src = OUT / "pooled-corpus"
     shutil.rmtree(src, ignore_errors=True)
-    for name in files:
-        dst = src / name
+    for e in entries:
+        dst = src / e.file
         dst.parent.mkdir(parents=True, exist_ok=True)
         try:
-            os.link(CORPUS / name, dst)
+            os.link(e.path, dst)
         except OSError:  # another file system: a copy
-            shutil.copyfile(CORPUS / name, dst)
-    size = sum((src / name).stat().st_size for name in files)
+            shutil.copyfile(e.path, dst)
+    size = sum(e.path.stat().st_size for e in entries)
     out = scaling_rows(src, size, brevis, runs, [[], ["--fast-decode"]])
     for r in out:
         flags = f"`{r['flags']}`" if r["flags"] else "default"
-        r["label"] = f"the corpus's {len(files)} files in one archive ({flags}, compressed in {r['compress_s']:.0f} s)"
+        r["label"] = f"the corpus's {len(entries)} files in one archive ({flags}, compressed in {r['compress_s']:.0f} s)"
     shutil.rmtree(src)
     return out
 

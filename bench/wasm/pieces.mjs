@@ -5,15 +5,20 @@
 /** Bytes per piece. */
 export const PIECE = 64 << 10;
 
-/** `archive` (a Uint8Array) as a ReadableStream of `PIECE`-byte views of it. */
+/** `archive` (a Uint8Array) as `PIECE`-byte views of it, in order. */
+export function* pieces(archive) {
+  for (let at = 0; at < archive.length; at += PIECE) yield archive.subarray(at, at + PIECE);
+}
+
+/** `archive` as a ReadableStream of the views `pieces` gives. */
 export function piecesOf(archive) {
-  let at = 0;
+  const each = pieces(archive);
   return new ReadableStream(
     {
       pull(c) {
-        if (at >= archive.length) return c.close();
-        c.enqueue(archive.subarray(at, at + PIECE));
-        at += PIECE;
+        const { done, value } = each.next();
+        if (done) c.close();
+        else c.enqueue(value);
       },
     },
     { highWaterMark: 0 },

@@ -30,7 +30,7 @@ import { parseArgs } from 'node:util';
 
 import { BrevisDecoder, BrevisDecompressionStream, init } from '../../npm/brevis-decoder/src/node.js';
 import { StreamHandle } from '../../npm/brevis-decoder/wasm/brevis_decoder.js';
-import { PIECE, piecesOf } from './pieces.mjs';
+import { pieces, piecesOf } from './pieces.mjs';
 
 const { values, positionals } = parseArgs({ options: { repeat: { type: 'string', default: '15' } }, allowPositionals: true });
 const REPEAT = Number(values.repeat);
@@ -46,8 +46,8 @@ function pullEvents(archive, onData) {
   const h = new StreamHandle(Infinity, -1);
   let out = 0;
   try {
-    for (let at = 0; at < archive.length; at += PIECE) {
-      h.push(archive.subarray(at, at + PIECE));
+    for (const piece of pieces(archive)) {
+      h.push(piece);
       for (let code = h.next_event(); code !== NEED_INPUT; code = h.next_event()) {
         if (code === FILE_START && h.digestAlgorithm() === 'sha256') {
           throw new Error('a SHA-256 archive: this script measures XXH3-128 and BLAKE3 ones (see its header)');
@@ -76,8 +76,8 @@ function ways(archive) {
       const d = new BrevisDecoder({ pieces: true });
       let out = 0;
       try {
-        for (let at = 0; at < archive.length; at += PIECE) {
-          d.pushTo(archive.subarray(at, at + PIECE), (e) => {
+        for (const piece of pieces(archive)) {
+          d.pushTo(piece, (e) => {
             if (e.type === 'data') out += e.bytes.length;
           });
         }
