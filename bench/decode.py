@@ -10,6 +10,7 @@ Run it with the bench venv's Python so ZipNN is importable (``bench/decode.sh`` 
     bench/decode.sh --write              # also replace the decode section of RESULTS.md
     bench/decode.sh --synthetic-gib 4    # also peak memory on a synthetic 4 GiB BF16 file
     bench/decode.sh --pooled             # also peak memory and two threads on the whole corpus
+    bench/decode.sh --dedup              # also the same on the whole corpus twice (copies)
     BREVIS_BASELINE=/path/to/old/brevis bench/decode.sh   # add a column for an older build
 
 What is timed (wall clock, best of ``--runs`` after one warm-up, input in the page cache;
@@ -36,7 +37,10 @@ between them (brevis ÷ ZipNN, 2 threads ÷ 1) compare runs made at the same tim
   archive from disk; with ``--synthetic-gib N`` also on a synthetic N GiB BF16 file
   (``bench/make-synthetic.py``, compressed at ``--effort 0``), and with ``--pooled`` on
   one archive of every model file of the corpus (default and ``--fast-decode``), where
-  only memory and the 1-/2-thread times are measured.
+  only memory and the 1-/2-thread times are measured; with ``--dedup`` the same on one
+  archive of the corpus's files twice, in two folders (default flags), whose second
+  copies are stored as copies of the first (dedup): the decoder holds no copy's
+  source when reading a file, but decodes it again.
 
 Speeds are MB/s (10^6 bytes) of original data. The archives are made once per run in
 ``bench/out/decode/`` (gitignored) with ``brevis compress --threads`` all cores.
@@ -264,26 +268,30 @@ def measure_synthetic(gib: float, brevis: str, runs: int) -> list[dict]:
     return rows
 
 
-def measure_pooled(brevis: str, runs: int) -> list[dict]:
+def measure_pooled(brevis: str, runs: int, copies: int = 1) -> list[dict]:
     """Peak memory and 1-/2-thread decode time on one archive of every model file of
     the corpus (``shared/corpus/manifest.tsv``), default and ``--fast-decode``: real
     weights of every dtype, many files and tensors, and enough of them (0.81 GB) that
-    a process's fixed costs weigh little beside the decode, unlike on a single file."""
+    a process's fixed costs weigh little beside the decode, unlike on a single file.
+    With ``copies`` > 1, the files that many times over, each time in a folder of its
+    own, at default flags only: all but the first stored as copies (dedup)."""
     entries = load_manifest(CORPUS)
-    src = OUT / "pooled-corpus"
+    src = OUT / ("pooled-corpus" if copies == 1 else f"pooled-corpus-x{copies}")
     shutil.rmtree(src, ignore_errors=True)
-    for e in entries:
-        dst = src / e.file
-        dst.parent.mkdir(parents=True, exist_ok=True)
-        try:
-            os.link(e.path, dst)
-        except OSError:  # another file system: a copy
-            shutil.copyfile(e.path, dst)
-    size = sum(e.path.stat().st_size for e in entries)
-    out = scaling_rows(src, size, brevis, runs, [[], ["--fast-decode"]])
+    for copy in range(copies):
+        for e in entries:
+            dst = src / (f"copy{copy}" if copies > 1 else "") / e.file
+            dst.parent.mkdir(parents=True, exist_ok=True)
+            try:
+                os.link(e.path, dst)
+            except OSError:  # another file system: a copy
+                shutil.copyfile(e.path, dst)
+    size = copies * sum(e.path.stat().st_size for e in entries)
+    out = scaling_rows(src, size, brevis, runs, [[], ["--fast-decode"]] if copies == 1 else [[]])
     for r in out:
         flags = f"`{r['flags']}`" if r["flags"] else "default"
-        r["label"] = f"the corpus's {len(entries)} files in one archive ({flags}, compressed in {r['compress_s']:.0f} s)"
+        what = f"the corpus's {len(entries)} files" + ("" if copies == 1 else f" {copies} times (copies)")
+        r["label"] = f"{what} in one archive ({flags}, compressed in {r['compress_s']:.0f} s)"
     shutil.rmtree(src)
     return out
 
@@ -421,7 +429,7 @@ def render(results: dict) -> str:
             f"{ratio(r['mb_s']['brevis_2t'], r['mb_s']['brevis_1t'])} | "
             f"{ratio(r['mb_s'].get('brevis_pair'), r['mb_s']['brevis_1t'])} |"
         )
-    for r in results.get("pooled", []) + results.get("synthetic", []):
+    for r in results.get("pooled", []) + results.get("dedup", []) + results.get("synthetic", []):
         lines.append(
             f"| {r['label']} | "
             f"{r['bytes'] / 1e6:,.0f} | {r['archive_bytes'] / 1e6:,.0f} | {r['peak_rss_mb']['1t']:.1f} | "
@@ -459,6 +467,9 @@ def main() -> int:
     ap.add_argument(
         "--pooled", action="store_true", help="also measure memory and two threads on one archive of the whole corpus"
     )
+    ap.add_argument(
+        "--dedup", action="store_true", help="also measure memory and two threads on the whole corpus twice (copies)"
+    )
     args = ap.parse_args()
     git = subprocess.run(["git", "-C", str(REPO), "rev-parse", "--short", "HEAD"], capture_output=True, text=True)
     zstd = subprocess.run(["zstd", "-V"], capture_output=True, text=True).stdout.strip()
@@ -473,6 +484,8 @@ def main() -> int:
     }
     if args.pooled:
         results["pooled"] = measure_pooled(args.brevis, min(args.runs, 5))
+    if args.dedup:
+        results["dedup"] = measure_pooled(args.brevis, min(args.runs, 3), copies=2)
     if args.synthetic_gib:
         results["synthetic"] = measure_synthetic(args.synthetic_gib, args.brevis, min(args.runs, 3))
     text = render(results)

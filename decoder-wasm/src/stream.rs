@@ -9,7 +9,11 @@
 //! Segments marked as retained (`SegmentRecord::retain`) are kept, once decoded,
 //! until their last copy: a copy segment (no chunks) is emitted from them as
 //! [`Event::Data`] pieces like any other segment. What is kept at once is
-//! bounded by [`DecodeLimits::max_retained_bytes`]. Segments stored as a
+//! bounded by [`DecodeLimits::max_retained_bytes`]. A decoder reading input
+//! shared with its caller (feature `shared-input`: a mapped archive, say) keeps
+//! instead where a retained segment's chunk records lie in that input, and
+//! decodes them again for each copy: what it holds then does not grow with the
+//! copies' size. Segments stored as a
 //! difference from a base tensor are XORed with the tensor a
 //! [`BaseProvider`] gives, after its SHA-256 is checked.
 
@@ -180,12 +184,85 @@ struct OpenSegment {
     base: Option<(Vec<u8>, usize)>,
     /// For a retained segment: its archive-wide index, its copies and its bytes so far.
     retain: Option<(u64, u64, Vec<u8>)>,
+    /// For a retained segment read from shared input: where its chunk records
+    /// lie, kept instead of its bytes.
+    #[cfg(feature = "shared-input")]
+    source: Option<SourceRecords>,
 }
 
 /// A retained segment's bytes and the copies still to come.
 struct Retained {
     bytes: Vec<u8>,
     copies_left: u64,
+    /// Where its chunk records lie in shared input, if that was kept instead of
+    /// its bytes (`bytes` is then empty).
+    #[cfg(feature = "shared-input")]
+    source: Option<SourceRecords>,
+}
+
+impl Retained {
+    /// The segment's length.
+    fn len(&self) -> u64 {
+        #[cfg(feature = "shared-input")]
+        if let Some(s) = &self.source {
+            return s.len;
+        }
+        self.bytes.len() as u64
+    }
+}
+
+/// A retained segment of shared input, kept as the places of its chunk records
+/// there ([`StreamDecoder::share_input`]): each copy decodes them again (and
+/// checks their checksums again), so a decoder over a mapped archive holds a
+/// few bytes per chunk for it, not the segment. Decoding a copy costs what
+/// decoding its source did, where holding the source cost its size in memory
+/// until the last copy: 2x the output of a folder of two identical models.
+#[cfg(feature = "shared-input")]
+struct SourceRecords {
+    /// The shared input the records lie in.
+    input: SharedInput,
+    /// The archive offset of `input`'s first byte.
+    input_offset: u64,
+    /// Each chunk record's place in `input`, and its decoded length.
+    chunks: Vec<(core::ops::Range<usize>, u64)>,
+    /// The decoded length of the chunks so far.
+    len: u64,
+    /// The segment's length, as its record declares.
+    declared: u64,
+}
+
+#[cfg(feature = "shared-input")]
+impl SourceRecords {
+    /// Chunk `i`'s bytes, decoded again, its record's checksum checked again.
+    fn decode(&self, i: usize, limits: &Limits) -> Result<LeBytes, DecodeError> {
+        let (range, decoded_len) = self.chunks[i].clone();
+        let record = (*self.input)
+            .as_ref()
+            .get(range)
+            .ok_or(FormatError::Truncated { what: "copy source" })?;
+        let (_, body) = open_record(record)?;
+        let data = decode_chunk_bytes(body, limits)?;
+        // Only input changed since (a file rewritten under its mapping) could
+        // make it differ.
+        if data.len() as u64 != decoded_len {
+            return Err(FormatError::LengthMismatch {
+                what: "copy source (decodes to another length than before)",
+                expected: decoded_len,
+                found: data.len() as u64,
+            }
+            .into());
+        }
+        Ok(data)
+    }
+
+    /// All the chunks' bytes so far, decoded again.
+    fn decode_all(&self, limits: &Limits) -> Result<Vec<u8>, DecodeError> {
+        let mut bytes = Vec::with_capacity(self.len as usize);
+        for i in 0..self.chunks.len() {
+            bytes.extend_from_slice(&self.decode(i, limits)?);
+        }
+        Ok(bytes)
+    }
 }
 
 /// The retained segments awaiting copies, by archive-wide index: a vector in
@@ -251,10 +328,92 @@ impl RetainedSegments {
     }
 }
 
+/// Counts `len` more bytes of retained segments held in `total`, refused past
+/// `limit` ([`DecodeLimits::max_retained_bytes`]).
+fn hold_retained(total: &mut u64, len: u64, limit: u64) -> Result<(), FormatError> {
+    *total = total.saturating_add(len);
+    if *total > limit {
+        return Err(FormatError::LimitExceeded {
+            limit: "retained bytes (segments kept for later copies)",
+            requested: *total,
+            allowed: limit,
+        });
+    }
+    Ok(())
+}
+
 /// A copy being emitted: the source's index and the bytes emitted so far.
 struct PendingCopy {
     source: u64,
     at: usize,
+    /// Of a source kept as its chunk records: the next chunk to emit, ...
+    #[cfg(feature = "shared-input")]
+    next_out: usize,
+    /// ... the next chunk not started ahead ([`StreamDecoder::next_event_ahead`]),
+    #[cfg(feature = "shared-input")]
+    next_start: usize,
+    /// ... those started, in order, ...
+    #[cfg(feature = "shared-input")]
+    started: VecDeque<Box<dyn PendingChunk>>,
+    /// ... and the last one decoded, with how many of its bytes were emitted,
+    /// while some are left: pieces are cut as from a source's bytes.
+    #[cfg(feature = "shared-input")]
+    carry: Option<(LeBytes, usize)>,
+}
+
+#[cfg(feature = "shared-input")]
+impl PendingCopy {
+    /// The next piece of a copy of `records`, cut from its chunks decoded again
+    /// (or started ahead) where a source's bytes would be cut (so the events are
+    /// those that pushing the input gives); `None` at its end. Adds the bytes of
+    /// the records read to `reread`.
+    fn next_piece(
+        &mut self,
+        records: &SourceRecords,
+        limits: &Limits,
+        reread: &mut u64,
+    ) -> Result<Option<Piece>, DecodeError> {
+        let want = (records.len - self.at as u64).min(COPY_PIECE as u64) as usize;
+        let mut bytes = Vec::new();
+        while bytes.len() < want {
+            let (data, used) = match self.carry.take() {
+                Some(carry) => carry,
+                None => {
+                    let (range, decoded_len) = records
+                        .chunks
+                        .get(self.next_out)
+                        .ok_or(FormatError::Invalid { what: "copy source" })?;
+                    let data = match self.started.pop_front() {
+                        Some(pending) => pending.wait()?.bytes,
+                        None => records.decode(self.next_out, limits)?,
+                    };
+                    // Checked as `SourceRecords::decode` does.
+                    if data.len() as u64 != *decoded_len {
+                        return Err(FormatError::LengthMismatch {
+                            what: "copy source (decodes to another length than before)",
+                            expected: *decoded_len,
+                            found: data.len() as u64,
+                        }
+                        .into());
+                    }
+                    *reread += range.len() as u64;
+                    self.next_out += 1;
+                    self.next_start = self.next_start.max(self.next_out);
+                    (data, 0)
+                }
+            };
+            // A whole chunk that is the whole piece is handed on as it is.
+            if bytes.is_empty() && used == 0 && data.len() == want {
+                return Ok(Some(Piece::from(data)));
+            }
+            let take = (want - bytes.len()).min(data.len() - used);
+            bytes.extend_from_slice(&data[used..used + take]);
+            if used + take < data.len() {
+                self.carry = Some((data, used + take));
+            }
+        }
+        Ok((want > 0).then(|| Piece::new(bytes)))
+    }
 }
 
 /// A chunk decoded elsewhere (see [`StreamDecoder::next_event_ahead`]).
@@ -492,6 +651,13 @@ pub struct StreamDecoder {
     retained_total: u64,
     /// The copy being emitted.
     copy: Option<PendingCopy>,
+    /// The shared input and the archive offset of its first byte, while the
+    /// decoder reads it ([`Self::share_input`]).
+    #[cfg(feature = "shared-input")]
+    shared: Option<(SharedInput, u64)>,
+    /// Bytes of chunk records read again for copies ([`Self::reread_bytes`]).
+    #[cfg(feature = "shared-input")]
+    reread: u64,
     /// Hashes the open file's bytes.
     hasher: Box<dyn FileHasher>,
     /// The hash of the FILE records' digests (from the header).
@@ -537,6 +703,10 @@ impl StreamDecoder {
             retained: RetainedSegments::default(),
             retained_total: 0,
             copy: None,
+            #[cfg(feature = "shared-input")]
+            shared: None,
+            #[cfg(feature = "shared-input")]
+            reread: 0,
             hasher: Box::new(InlineHasher(Digester::new(DigestKind::Sha256))),
             digest_kind: DigestKind::Sha256,
             sha256_by_caller: false,
@@ -615,6 +785,11 @@ impl StreamDecoder {
     /// window: its peak RSS was 4 MB higher on a synthetic BF16 archive; now its
     /// moves are 1.1–1.3 times the archive.)
     fn space(&mut self, n: usize) -> &mut [u8] {
+        // The input is the decoder's own from now on.
+        #[cfg(feature = "shared-input")]
+        {
+            self.shared = None;
+        }
         let buf = self.buf.own(&mut self.pos, &mut self.end);
         let kept = self.end - self.pos;
         if self.pos > 0 && (self.pos >= kept || (buf.len() < self.end + n && self.pos >= kept / 4)) {
@@ -635,6 +810,10 @@ impl StreamDecoder {
     /// other threads decode them there). Bytes pushed afterwards are appended
     /// (what is left of `input` is then copied into a buffer first); given
     /// while bytes pushed earlier are not consumed, `input` is copied after them.
+    ///
+    /// While it reads `input`, a segment retained for later copies is kept as
+    /// the places of its chunk records in `input`, which each copy decodes
+    /// again, instead of as its bytes (see [`Self::reread_bytes`]).
     #[cfg(feature = "shared-input")]
     pub fn share_input(&mut self, input: SharedInput) {
         if self.buffered() > 0 {
@@ -643,7 +822,17 @@ impl StreamDecoder {
         }
         self.end = (*input).as_ref().len();
         self.pos = 0;
+        self.shared = Some((input.clone(), self.offset));
         self.buf.shared = Some(input);
+    }
+
+    /// Bytes of shared input read again so far: the chunk records of retained
+    /// segments, decoded again for their copies (see [`Self::share_input`]). A
+    /// caller that releases the pages of a mapped archive behind the decoder can
+    /// release those again once this grows.
+    #[cfg(feature = "shared-input")]
+    pub fn reread_bytes(&self) -> u64 {
+        self.reread
     }
 
     /// Bytes pushed but not yet consumed.
@@ -715,7 +904,9 @@ impl StreamDecoder {
     /// [`Self::next_event`]; only the decoding moves. Memory stays bounded by the
     /// input buffered plus the pending chunks, which declare at most
     /// (`ahead.workers` + 1) × the larger of `ahead.min_bytes_per_worker` and
-    /// the largest chunk (whose size the program limits bound).
+    /// the largest chunk (whose size the program limits bound). A copy of a
+    /// segment kept as its chunk records ([`Self::share_input`]) has them
+    /// started the same way, as many as `ahead.workers` + 1 at once.
     pub fn next_event_ahead<F>(&mut self, ahead: Ahead, start: &mut F, wait: bool) -> Result<Option<Event>, DecodeError>
     where
         F: FnMut(&[u8], &Limits, Option<ChunkPlace>) -> Box<dyn PendingChunk>,
@@ -723,6 +914,10 @@ impl StreamDecoder {
         self.next_inner(|dec| {
             if matches!(dec.state, State::FileOrIndex | State::Segment | State::Chunk) {
                 dec.start_ahead(ahead, &mut *start);
+            }
+            #[cfg(feature = "shared-input")]
+            if matches!(dec.state, State::Copy) {
+                dec.start_copy_ahead(ahead, &mut *start);
             }
             // Unless told to wait, a chunk whose result is not ready stops here.
             wait || !matches!(dec.state, State::Chunk)
@@ -787,6 +982,32 @@ impl StreamDecoder {
         Ok(())
     }
 
+    /// Starts the next chunks of the copy being made ahead, where its source
+    /// is kept as its chunk records: as many as a worker each and a spare
+    /// (within `ahead.max_chunks`), with no place in their file (the copy's
+    /// bytes are hashed as they are emitted).
+    #[cfg(feature = "shared-input")]
+    fn start_copy_ahead<F>(&mut self, ahead: Ahead, start: &mut F)
+    where
+        F: FnMut(&[u8], &Limits, Option<ChunkPlace>) -> Box<dyn PendingChunk> + ?Sized,
+    {
+        let Some(copy) = self.copy.as_mut() else { return };
+        let Some(records) = self.retained.get(copy.source).and_then(|r| r.source.as_ref()) else {
+            return;
+        };
+        let most = ahead.max_chunks.min(ahead.workers + 1);
+        while copy.started.len() < most {
+            let Some((range, _)) = records.chunks.get(copy.next_start) else {
+                break;
+            };
+            let Some(record) = (*records.input).as_ref().get(range.clone()) else {
+                break;
+            };
+            copy.started.push_back(start(record, &self.limits.program, None));
+            copy.next_start += 1;
+        }
+    }
+
     /// Starts the complete chunk records buffered past those already started
     /// (skipping FILE and SEGMENT records between them, stopping at an INDEX or
     /// an incomplete record) within `ahead`. A chunk whose framing, checksum or
@@ -833,7 +1054,21 @@ impl StreamDecoder {
                     });
                 }
                 RecordKind::Segment => {
-                    self.scan_file = match (self.scan_file, SegmentRecord::parse(body)) {
+                    let seg = SegmentRecord::parse(body);
+                    // From shared input a copy may be decoded again, its source's
+                    // records started ahead when it is reached
+                    // (`start_copy_ahead`): chunks started past it would wait,
+                    // decoded, for all of it (two threads' peak RSS rose by
+                    // about 10 MB on a folder of the corpus twice).
+                    #[cfg(feature = "shared-input")]
+                    if self.shared.is_some()
+                        && seg
+                            .as_ref()
+                            .is_ok_and(|s| matches!(s.source, SegmentSource::Copy { .. }))
+                    {
+                        break;
+                    }
+                    self.scan_file = match (self.scan_file, seg) {
                         (Some(file), Ok(seg)) => Some(match seg.source {
                             SegmentSource::Chunks => ScanFile { hashable: true, ..file },
                             SegmentSource::Copy { .. } => ScanFile {
@@ -1090,17 +1325,16 @@ impl StreamDecoder {
                 }
                 let chunks = seg.chunks;
                 let len = seg.len;
-                if seg.retain > 0 {
+                // Read from shared input, a retained segment is kept as its
+                // chunk records (but for a delta, whose bytes need the base too),
+                // which hold no decoded bytes.
+                #[cfg(feature = "shared-input")]
+                let as_records = seg.retain > 0 && self.shared.is_some() && seg.source == SegmentSource::Chunks;
+                #[cfg(not(feature = "shared-input"))]
+                let as_records = false;
+                if seg.retain > 0 && !as_records {
                     // Before decoding anything: what the archive asks to keep must fit.
-                    self.retained_total = self.retained_total.saturating_add(len);
-                    if self.retained_total > self.limits.max_retained_bytes {
-                        return Err(FormatError::LimitExceeded {
-                            limit: "retained bytes (segments kept for later copies)",
-                            requested: self.retained_total,
-                            allowed: self.limits.max_retained_bytes,
-                        }
-                        .into());
-                    }
+                    hold_retained(&mut self.retained_total, len, self.limits.max_retained_bytes)?;
                 }
                 let mut base = None;
                 match &seg.source {
@@ -1109,10 +1343,10 @@ impl StreamDecoder {
                         let source = self.retained.get(*segment).ok_or(FormatError::Invalid {
                             what: "copy source (not a retained earlier segment)",
                         })?;
-                        if source.bytes.len() as u64 != len {
+                        if source.len() != len {
                             return Err(FormatError::LengthMismatch {
                                 what: "copy length (differs from its source's)",
-                                expected: source.bytes.len() as u64,
+                                expected: source.len(),
                                 found: len,
                             }
                             .into());
@@ -1132,8 +1366,30 @@ impl StreamDecoder {
                     len,
                 });
                 let retain = (seg.retain > 0).then(|| (index, seg.retain, Vec::new()));
+                #[cfg(feature = "shared-input")]
+                let source = match &self.shared {
+                    Some((input, input_offset)) if as_records => Some(SourceRecords {
+                        input: input.clone(),
+                        input_offset: *input_offset,
+                        chunks: Vec::new(),
+                        len: 0,
+                        declared: len,
+                    }),
+                    _ => None,
+                };
                 if let SegmentSource::Copy { segment } = seg.source {
-                    self.copy = Some(PendingCopy { source: segment, at: 0 });
+                    self.copy = Some(PendingCopy {
+                        source: segment,
+                        at: 0,
+                        #[cfg(feature = "shared-input")]
+                        next_out: 0,
+                        #[cfg(feature = "shared-input")]
+                        next_start: 0,
+                        #[cfg(feature = "shared-input")]
+                        started: VecDeque::new(),
+                        #[cfg(feature = "shared-input")]
+                        carry: None,
+                    });
                     self.state = State::Copy;
                 } else if chunks == 0 {
                     self.segment = Some(OpenSegment {
@@ -1142,6 +1398,8 @@ impl StreamDecoder {
                         chunk_no: 0,
                         base: None,
                         retain,
+                        #[cfg(feature = "shared-input")]
+                        source,
                     });
                     self.close_segment()?;
                 } else {
@@ -1151,6 +1409,8 @@ impl StreamDecoder {
                         chunk_no: 0,
                         base,
                         retain,
+                        #[cfg(feature = "shared-input")]
+                        source,
                     });
                     self.state = State::Chunk;
                 }
@@ -1205,7 +1465,42 @@ impl StreamDecoder {
                     xor_into(&mut data, part);
                     *at += data.len();
                 }
-                if let Some((_, _, kept)) = seg.retain.as_mut() {
+                // A retained segment of shared input keeps where this record
+                // lies there, not its bytes.
+                #[cfg(feature = "shared-input")]
+                let kept_as_record = match seg.source.as_mut() {
+                    Some(source) => {
+                        let place = self.shared.as_ref().and_then(|(input, input_offset)| {
+                            let same = Arc::ptr_eq(input, &source.input) && *input_offset == source.input_offset;
+                            let start = usize::try_from(offset.checked_sub(*input_offset)?).ok()?;
+                            same.then_some(start..start + body.len() + archive::RECORD_OVERHEAD)
+                        });
+                        match place {
+                            Some(range) => {
+                                source.chunks.push((range, data.len() as u64));
+                                source.len += data.len() as u64;
+                                true
+                            }
+                            // Input pushed since the segment started, so this
+                            // record is not in the shared input: the segment's
+                            // bytes are kept after all, those so far decoded again.
+                            None => {
+                                let limit = self.limits.max_retained_bytes;
+                                hold_retained(&mut self.retained_total, source.declared, limit)?;
+                                let so_far = source.decode_all(&self.limits.program)?;
+                                if let Some((_, _, kept)) = seg.retain.as_mut() {
+                                    *kept = so_far;
+                                }
+                                seg.source = None;
+                                false
+                            }
+                        }
+                    }
+                    None => false,
+                };
+                #[cfg(not(feature = "shared-input"))]
+                let kept_as_record = false;
+                if let Some((_, _, kept)) = seg.retain.as_mut().filter(|_| !kept_as_record) {
                     kept.extend_from_slice(&data);
                 }
                 seg.bytes_left -= data.len() as u64;
@@ -1286,24 +1581,32 @@ impl StreamDecoder {
             .get_mut(copy.source)
             .ok_or(FormatError::Invalid { what: "copy source" })?;
         let end = (copy.at + COPY_PIECE).min(source.bytes.len());
-        if copy.at < end {
-            let piece = source.bytes[copy.at..end].to_vec();
-            copy.at = end;
+        let piece = (copy.at < end).then(|| Piece::new(source.bytes[copy.at..end].to_vec()));
+        // A source kept as its chunk records: the next piece decoded again.
+        #[cfg(feature = "shared-input")]
+        let piece = match &source.source {
+            Some(records) => copy.next_piece(records, &self.limits.program, &mut self.reread)?,
+            None => piece,
+        };
+        if let Some(piece) = piece {
+            copy.at += piece.len();
             let file = self
                 .file
                 .as_mut()
                 .ok_or(FormatError::Invalid { what: "record order" })?;
             file.bytes_seen += piece.len() as u64;
-            let piece = Piece::new(piece);
             if hashes {
                 self.hasher.update(&piece);
             }
             self.queue.push_back(Event::Data(piece));
         }
-        if end == source.bytes.len() {
+        let len = source.len();
+        if copy.at as u64 >= len {
             source.copies_left -= 1;
             if source.copies_left == 0 {
-                let len = source.bytes.len() as u64;
+                // Only bytes held were counted.
+                #[cfg(feature = "shared-input")]
+                let len = if source.source.is_some() { 0 } else { len };
                 self.retained.remove(copy.source);
                 self.retained_total -= len;
             }
@@ -1314,14 +1617,18 @@ impl StreamDecoder {
     }
 
     fn close_segment(&mut self) -> Result<(), DecodeError> {
-        if let Some((index, copies, bytes)) = self.segment.take().and_then(|s| s.retain) {
-            self.retained.insert(
-                index,
-                Retained {
-                    bytes,
-                    copies_left: copies,
-                },
-            );
+        if let Some(segment) = self.segment.take() {
+            if let Some((index, copies, bytes)) = segment.retain {
+                self.retained.insert(
+                    index,
+                    Retained {
+                        bytes,
+                        copies_left: copies,
+                        #[cfg(feature = "shared-input")]
+                        source: segment.source,
+                    },
+                );
+            }
         }
         self.queue.push_back(Event::SegmentEnd);
         let file = self
@@ -1373,6 +1680,8 @@ mod tests {
         Retained {
             bytes: vec![7; len],
             copies_left: copies,
+            #[cfg(feature = "shared-input")]
+            source: None,
         }
     }
 

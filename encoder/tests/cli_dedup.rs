@@ -37,6 +37,56 @@ fn a_folder_with_the_same_model_twice_costs_barely_more_than_once() {
     assert!(String::from_utf8_lossy(&i.stdout).contains("copy of segment"));
 }
 
+/// A mapped archive's copies are decoded again from their source's records
+/// (nothing held, so `--max-retained` does not bind); read from a pipe, their
+/// source's bytes are held until the last copy, within `--max-retained`.
+#[test]
+fn copies_hold_nothing_from_a_mapped_archive_and_their_source_from_a_pipe() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    fs::create_dir_all(d.join("m/b")).unwrap();
+    fs::write(d.join("m/a.safetensors"), bundled()).unwrap();
+    fs::write(d.join("m/b/a.safetensors"), bundled()).unwrap();
+    ok(&brevis(&["compress", "m", "-o", "m.brv", "-q"], d));
+    for threads in ["1", "2"] {
+        let limit = ["--max-retained", "1"];
+        ok(&brevis(
+            &[&["--threads", threads, "verify", "m.brv"], &limit[..]].concat(),
+            d,
+        ));
+        let out = format!("out{threads}");
+        let decompress = ["--threads", threads, "decompress", "m.brv", "-o", &out, "-q"];
+        ok(&brevis(&[&decompress[..], &limit[..]].concat(), d));
+        for f in ["a.safetensors", "b/a.safetensors"] {
+            assert!(fs::read(d.join(&out).join(f)).unwrap() == bundled(), "{out}/{f}");
+        }
+    }
+    #[cfg(target_os = "linux")]
+    for (limit, refused) in [("1", true), ("100000000", false)] {
+        use std::io::Write;
+        use std::process::{Command, Stdio};
+        let mut child = Command::new(env!("CARGO_BIN_EXE_brevis"))
+            .args(["--threads", "2", "verify", "--max-retained", limit, "/dev/stdin"])
+            .current_dir(d)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let archive = fs::read(d.join("m.brv")).unwrap();
+        // The decoder may stop reading at the refusal: a broken pipe is fine.
+        let _ = child.stdin.take().unwrap().write_all(&archive);
+        let out = child.wait_with_output().unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        if refused {
+            assert_eq!(out.status.code(), Some(3), "{err}");
+            assert!(err.contains("retained bytes"), "{err}");
+        } else {
+            assert!(out.status.success(), "{err}");
+        }
+    }
+}
+
 #[test]
 fn a_file_that_is_all_copies_gets_its_digest_on_any_number_of_threads() {
     // `b.bin` is one opaque segment, a copy of `a.bin`'s: it has no chunk of

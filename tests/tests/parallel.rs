@@ -149,12 +149,14 @@ fn filling_in_place_is_pushing() {
 
 /// Every event (and the final error, if any) with `archive[..split]` pushed and
 /// the rest shared (`StreamDecoder::share_input`); chunks are started ahead (at
-/// most `ahead`), and with all of it shared, their bodies must lie in it.
+/// most `ahead`), and with all of it shared, their bodies must lie in it (the
+/// copies' sources' too, started again: one piece of a copy may take several).
 fn shared_events(archive: &[u8], split: usize, ahead: usize) -> (Vec<Event>, Option<DecodeError>) {
     let shared: std::sync::Arc<Vec<u8>> = std::sync::Arc::new(archive[split..].to_vec());
     let (lo, hi) = (shared.as_ptr() as usize, shared.as_ptr() as usize + shared.len());
-    let mut in_shared = 0;
+    let (mut in_shared, mut starts) = (0, 0);
     let mut start = |record: &[u8], limits: &Limits, place: Option<ChunkPlace>| {
+        starts += 1;
         let at = record.as_ptr() as usize;
         if at >= lo && at + record.len() <= hi {
             in_shared += 1;
@@ -181,7 +183,8 @@ fn shared_events(archive: &[u8], split: usize, ahead: usize) -> (Vec<Event>, Opt
     let end = dec.finish().err();
     let data = out.iter().filter(|e| matches!(e, Event::Data(_))).count();
     if split == 0 && end.is_none() {
-        assert_eq!(in_shared, data, "every chunk record a slice of the shared input");
+        assert_eq!(in_shared, starts, "every chunk record a slice of the shared input");
+        assert!(starts >= data, "every chunk started ahead: {starts} of {data}");
     }
     (out, end)
 }
@@ -215,6 +218,121 @@ fn shared_input_is_pushing() {
     // Damaged and truncated shared input fails as it does pushed.
     let step = (archive.len() / 60).max(1);
     for at in (0..archive.len()).step_by(step) {
+        let mut bad = archive.clone();
+        bad[at] ^= 0x5a;
+        assert_eq!(shared_events(&bad, 0, 4), events(&bad, bad.len(), None), "byte {at}");
+        let cut = &archive[..at];
+        assert_eq!(shared_events(cut, 0, 4), events(cut, cut.len(), None), "prefix {at}");
+    }
+}
+
+/// Two identical files of many small chunks and a tied tensor: segments
+/// retained for later copies, each of many chunk records.
+fn dedup_many_chunks() -> Vec<u8> {
+    let w = tensor_bytes(Dtype::BF16, 4096, 1);
+    let file = safetensors_file(&[
+        ("w", Dtype::BF16, vec![64, 64], w.clone()),
+        ("v", Dtype::F32, vec![1024], tensor_bytes(Dtype::F32, 1024, 2)),
+        ("tied", Dtype::BF16, vec![64, 64], w),
+    ]);
+    let inputs = [
+        InputFile {
+            archive_path: "a/m.safetensors".into(),
+            data: &file,
+        },
+        InputFile {
+            archive_path: "b/m.safetensors".into(),
+            data: &file,
+        },
+    ];
+    let options = CompressOptions {
+        chunk_bytes: 1024,
+        ..CompressOptions::default()
+    };
+    let (archive, _, _) =
+        compress_files(Vec::new(), &inputs, &CandidateSearch::default(), &options, &|_| {}).expect("compress");
+    archive
+}
+
+#[test]
+fn shared_input_keeps_retained_segments_as_records_and_decodes_copies_again() {
+    let archive = dedup_many_chunks();
+    let want = events(&archive, archive.len(), None);
+    assert!(want.1.is_none(), "{:?}", want.1);
+    // Pushed, the copies' sources are held as bytes.
+    let mut pushed = StreamDecoder::new(DecodeLimits::default());
+    pushed.push(&archive);
+    let mut held = 0;
+    while pushed.next_event().unwrap().is_some() {
+        held = held.max(pushed.retained_bytes());
+    }
+    assert!(held > 8192, "the archive retains segments of several chunks: {held}");
+
+    // Shared, they are held as their records' places and decoded again: the
+    // same events, with chunks started ahead or not, and no bytes held.
+    for ahead in [0, 1, 4] {
+        if ahead > 0 {
+            assert_eq!(shared_events(&archive, 0, ahead), want, "ahead {ahead}");
+        }
+        let mut dec = StreamDecoder::new(DecodeLimits::default());
+        dec.share_input(std::sync::Arc::new(archive.clone()));
+        let mut got = Vec::new();
+        while let Some(ev) = dec.next_event_ahead(chunks(ahead), &mut sequential, true).unwrap() {
+            assert_eq!(dec.retained_bytes(), 0, "ahead {ahead}");
+            got.push(ev);
+        }
+        dec.finish().unwrap();
+        assert_eq!((got, None), want);
+        assert!(
+            dec.reread_bytes() > 4096,
+            "copies read their sources again: {}",
+            dec.reread_bytes()
+        );
+    }
+
+    // What is kept as records holds no bytes, so it does not count against
+    // the limit on bytes held: an archive refused pushed under a small limit
+    // decodes shared.
+    let small = DecodeLimits {
+        max_retained_bytes: 99,
+        ..DecodeLimits::default()
+    };
+    let mut pushed = StreamDecoder::new(small);
+    pushed.push(&archive);
+    let refused = loop {
+        match pushed.next_event() {
+            Ok(Some(_)) => {}
+            Ok(None) => break pushed.finish().expect_err("refused"),
+            Err(e) => break e,
+        }
+    };
+    assert!(refused.to_string().contains("retained bytes"), "{refused}");
+    let mut dec = StreamDecoder::new(small);
+    dec.share_input(std::sync::Arc::new(archive.clone()));
+    let mut got = Vec::new();
+    while let Some(ev) = dec.next_event().unwrap() {
+        got.push(ev);
+    }
+    assert_eq!((got, dec.finish().err()), want);
+
+    // Input pushed after the shared part, within a retained segment or
+    // anywhere else: the segment's bytes are kept after all, the same events.
+    for cut in (1..16).map(|i| archive.len() * i / 16) {
+        let mut dec = StreamDecoder::new(DecodeLimits::default());
+        dec.share_input(std::sync::Arc::new(archive[..cut].to_vec()));
+        let mut got = Vec::new();
+        while let Some(ev) = dec.next_event().unwrap() {
+            got.push(ev);
+        }
+        dec.push(&archive[cut..]);
+        while let Some(ev) = dec.next_event().unwrap() {
+            got.push(ev);
+        }
+        assert_eq!((got, dec.finish().err()), want, "shared up to {cut}");
+    }
+
+    // Damaged and truncated, it fails as pushed.
+    for at in (HEADER_LEN..archive.len()).step_by(97) {
         let mut bad = archive.clone();
         bad[at] ^= 0x5a;
         assert_eq!(shared_events(&bad, 0, 4), events(&bad, bad.len(), None), "byte {at}");
