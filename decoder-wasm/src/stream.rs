@@ -658,6 +658,15 @@ pub struct StreamDecoder {
     /// Bytes of chunk records read again for copies ([`Self::reread_bytes`]).
     #[cfg(feature = "shared-input")]
     reread: u64,
+    /// Chunks of copies' sources started by the scan ahead, in archive order:
+    /// each copy's SEGMENT record offset, what the chunk counts against the
+    /// bytes pending (see `start_ahead`) and its pending result, handed to the
+    /// copy when its record is reached.
+    #[cfg(feature = "shared-input")]
+    copy_ahead: VecDeque<(u64, u64, Box<dyn PendingChunk>)>,
+    /// The copy record the scan ahead stopped in, and its next chunk to start.
+    #[cfg(feature = "shared-input")]
+    scan_copy: (u64, usize),
     /// Hashes the open file's bytes.
     hasher: Box<dyn FileHasher>,
     /// The hash of the FILE records' digests (from the header).
@@ -707,6 +716,10 @@ impl StreamDecoder {
             shared: None,
             #[cfg(feature = "shared-input")]
             reread: 0,
+            #[cfg(feature = "shared-input")]
+            copy_ahead: VecDeque::new(),
+            #[cfg(feature = "shared-input")]
+            scan_copy: (0, 0),
             hasher: Box::new(InlineHasher(Digester::new(DigestKind::Sha256))),
             digest_kind: DigestKind::Sha256,
             sha256_by_caller: false,
@@ -1031,7 +1044,14 @@ impl StreamDecoder {
             self.files.restart_scan();
         }
         let mut pending_bytes = self.predecoded.iter().fold(0u64, |sum, p| sum.saturating_add(p.1));
-        while self.predecoded.len() < ahead.max_chunks {
+        #[cfg(feature = "shared-input")]
+        {
+            pending_bytes = self
+                .copy_ahead
+                .iter()
+                .fold(pending_bytes, |sum, p| sum.saturating_add(p.1));
+        }
+        while self.pending_ahead() < ahead.max_chunks {
             let Some(avail) = self.buf.bytes()[..self.end].get(at..) else {
                 break;
             };
@@ -1055,18 +1075,55 @@ impl StreamDecoder {
                 }
                 RecordKind::Segment => {
                     let seg = SegmentRecord::parse(body);
-                    // From shared input a copy may be decoded again, its source's
-                    // records started ahead when it is reached
-                    // (`start_copy_ahead`): chunks started past it would wait,
-                    // decoded, for all of it (two threads' peak RSS rose by
-                    // about 10 MB on a folder of the corpus twice).
+                    // From shared input a copy of a segment kept as its records
+                    // is decoded again: its source's chunks start here like any
+                    // (within the same bounds), so that consecutive small copies
+                    // keep every thread busy. A copy whose source is not (yet)
+                    // kept so stops the scan: chunks started past it would wait,
+                    // decoded, for all of it (two threads' peak RSS rose by about
+                    // 10 MB on a folder of the corpus twice).
                     #[cfg(feature = "shared-input")]
-                    if self.shared.is_some()
-                        && seg
-                            .as_ref()
-                            .is_ok_and(|s| matches!(s.source, SegmentSource::Copy { .. }))
+                    if let (
+                        Some(_),
+                        Ok(SegmentRecord {
+                            source: SegmentSource::Copy { segment },
+                            ..
+                        }),
+                    ) = (&self.shared, &seg)
                     {
-                        break;
+                        let Some(records) = self.retained.get(*segment).and_then(|r| r.source.as_ref()) else {
+                            break;
+                        };
+                        let mut next = if self.scan_copy.0 == offset {
+                            self.scan_copy.1
+                        } else {
+                            0
+                        };
+                        while let Some((range, declared)) = records.chunks.get(next) {
+                            // A source lies apart from what is read ahead, and its
+                            // reading maps pages of its own (a 2 MiB folio of a
+                            // mapped archive for a record of a few bytes: 25 MB
+                            // more at once on the corpus's small copies), so a
+                            // chunk of it counts at least a worker's share.
+                            let cost = (*declared).max(ahead.min_bytes_per_worker);
+                            let largest = self.largest_started.max(*declared);
+                            let pending = self.predecoded.len() + self.copy_ahead.len();
+                            if pending >= ahead.max_chunks || !ahead.allows(pending, pending_bytes, largest) {
+                                break;
+                            }
+                            let Some(record) = (*records.input).as_ref().get(range.clone()) else {
+                                break;
+                            };
+                            self.copy_ahead
+                                .push_back((offset, cost, start(record, &self.limits.program, None)));
+                            pending_bytes = pending_bytes.saturating_add(cost);
+                            self.largest_started = largest;
+                            next += 1;
+                        }
+                        self.scan_copy = (offset, next);
+                        if next < records.chunks.len() {
+                            break;
+                        }
                     }
                     self.scan_file = match (self.scan_file, seg) {
                         (Some(file), Ok(seg)) => Some(match seg.source {
@@ -1090,7 +1147,7 @@ impl StreamDecoder {
                         break;
                     };
                     let largest = self.largest_started.max(header.decoded_len);
-                    if !ahead.allows(self.predecoded.len(), pending_bytes, largest) {
+                    if !ahead.allows(self.pending_ahead(), pending_bytes, largest) {
                         break;
                     }
                     let digest = self.digest_kind;
@@ -1118,6 +1175,15 @@ impl StreamDecoder {
             at += head.total_len();
             self.scanned_to = self.offset + (at - self.pos) as u64;
         }
+    }
+
+    /// Chunks started ahead and not yet taken: of records, and of copies'
+    /// sources.
+    fn pending_ahead(&self) -> usize {
+        #[cfg(feature = "shared-input")]
+        return self.predecoded.len() + self.copy_ahead.len();
+        #[cfg(not(feature = "shared-input"))]
+        self.predecoded.len()
     }
 
     /// Where the next record's chunks go in their file, as far as the records
@@ -1378,15 +1444,27 @@ impl StreamDecoder {
                     _ => None,
                 };
                 if let SegmentSource::Copy { segment } = seg.source {
+                    // The chunks the scan ahead started for this copy.
+                    #[cfg(feature = "shared-input")]
+                    let started: VecDeque<_> = {
+                        while self.copy_ahead.front().is_some_and(|c| c.0 < offset) {
+                            self.copy_ahead.pop_front();
+                        }
+                        let mut started = VecDeque::new();
+                        while self.copy_ahead.front().is_some_and(|c| c.0 == offset) {
+                            started.extend(self.copy_ahead.pop_front().map(|c| c.2));
+                        }
+                        started
+                    };
                     self.copy = Some(PendingCopy {
                         source: segment,
                         at: 0,
                         #[cfg(feature = "shared-input")]
                         next_out: 0,
                         #[cfg(feature = "shared-input")]
-                        next_start: 0,
+                        next_start: started.len(),
                         #[cfg(feature = "shared-input")]
-                        started: VecDeque::new(),
+                        started,
                         #[cfg(feature = "shared-input")]
                         carry: None,
                     });

@@ -346,14 +346,7 @@ fn stream_archive(
         (ahead, None)
     };
     match MappedArchive::map(&f, &meta) {
-        Some(map) => {
-            let step = if pool.is_some() {
-                RELEASE_STEP_THREADS
-            } else {
-                RELEASE_STEP
-            };
-            decode_mapped(&mut dec, map, step, ahead, pool.as_ref(), &pb, &mut on_event)?
-        }
+        Some(map) => decode_mapped(&mut dec, map, ahead, pool.as_ref(), &pb, &mut on_event)?,
         None => decode_stream(&mut dec, f, path, ahead, pool.as_ref(), &pb, &mut on_event)?,
     }
     pb.finish_and_clear();
@@ -374,16 +367,30 @@ struct MappedArchive(std::sync::Arc<memmap2::Mmap>);
 /// ([`MappedArchive::release`]) by one thread.
 const RELEASE_STEP: usize = 2 << 20;
 
-/// [`RELEASE_STEP`] with other threads decoding. Each release costs more than
-/// its pages then: the kernel must flush the other cores' TLBs, an interrupt
-/// per core, which a virtual machine's host handles. Releasing every 8 MiB
-/// instead of every 2 MiB, two threads verified the `--fast-decode` BF16 and
-/// FP32 corpus archives 2-4% faster (best of 21 and 11, one build given each
-/// step by a throwaway environment variable, and `bench/threads.py` with
-/// builds before and after; FP16 within the noise); the peak RSS of two threads rose
-/// by 4-7 MB (to 51 MB on the default FP32 archive). One thread was as fast
-/// either way, and held 6-7 MB more with 8 MiB (`bench/decode.sh`).
+/// [`RELEASE_STEP`] with other threads decoding an archive with XXH3-128 file
+/// digests (`--fast-decode`). Each release costs more than its pages then: the
+/// kernel must flush the other cores' TLBs, an interrupt per core, which a
+/// virtual machine's host handles. Releasing every 8 MiB instead of every 2 MiB,
+/// two threads verified the `--fast-decode` BF16 and FP32 corpus archives 2-4%
+/// faster (best of 21 and 11, one build given each step by a throwaway
+/// environment variable, and `bench/threads.py` with builds before and after;
+/// FP16 within the noise); the peak RSS of two threads rose by 4-7 MB. Other
+/// archives decode about ten times slower a byte, so a release weighs a tenth
+/// as much there, and they keep [`RELEASE_STEP`]: on one archive of the corpus's
+/// files (default settings) two threads peaked at 53-56 MB against 61-66 MB
+/// with 8 MiB, as fast (best of 3 each, two builds in turn, `/usr/bin/time -f %M
+/// brevis verify --threads 2`; the 64 MiB target of `bench/RESULTS.md` is 67.1 MB).
 const RELEASE_STEP_THREADS: usize = 8 << 20;
+
+/// Bytes consumed between two releases, for an archive of file digests `digest`
+/// decoded with other threads or not (see [`RELEASE_STEP_THREADS`]).
+fn release_step(threads: bool, digest: DigestKind) -> usize {
+    if threads && digest == DigestKind::Xxh3 {
+        RELEASE_STEP_THREADS
+    } else {
+        RELEASE_STEP
+    }
+}
 
 /// How far behind the last release a release starts again. A page touched just
 /// past a release (the rest of the record it ends in) is mapped with its
@@ -472,11 +479,10 @@ fn range_in(whole: &[u8], part: &[u8]) -> Option<std::ops::Range<usize>> {
 
 /// [`decode_stream`] for a mapped archive: the decoder reads it in place, chunk
 /// records start decoding on the pool where they lie, and pages consumed are
-/// released every `release_step` bytes ([`RELEASE_STEP`], [`RELEASE_STEP_THREADS`]).
+/// released every [`release_step`] bytes.
 fn decode_mapped(
     dec: &mut StreamDecoder,
     map: MappedArchive,
-    release_step: usize,
     ahead: Ahead,
     pool: Option<&DecodePool>,
     pb: &indicatif::ProgressBar,
@@ -498,7 +504,7 @@ fn decode_mapped(
         // where small copies follow each other, released every `release_step`
         // bytes read again instead).
         let reread_now = dec.reread_bytes();
-        if consumed - released >= release_step || reread_now > reread {
+        if consumed - released >= release_step(pool.is_some(), dec.digest_kind()) || reread_now > reread {
             let from = if reread_now > reread {
                 0
             } else {
