@@ -235,22 +235,25 @@ struct SourceRecords {
 impl SourceRecords {
     /// Chunk `i`'s bytes, decoded again, its record's checksum checked again.
     fn decode(&self, i: usize, limits: &Limits) -> Result<LeBytes, DecodeError> {
-        let (range, decoded_len) = self.chunks[i].clone();
         let record = (*self.input)
             .as_ref()
-            .get(range)
+            .get(self.chunks[i].0.clone())
             .ok_or(FormatError::Truncated { what: "copy source" })?;
         let (_, body) = open_record(record)?;
-        let data = decode_chunk_bytes(body, limits)?;
-        // Only input changed since (a file rewritten under its mapping) could
-        // make it differ.
+        Ok(self.checked(i, decode_chunk_bytes(body, limits)?)?)
+    }
+
+    /// Chunk `i`'s bytes decoded again (here or elsewhere), if as long as the
+    /// first time: only input changed since (a file rewritten under its
+    /// mapping) could make them differ.
+    fn checked(&self, i: usize, data: LeBytes) -> Result<LeBytes, FormatError> {
+        let decoded_len = self.chunks[i].1;
         if data.len() as u64 != decoded_len {
             return Err(FormatError::LengthMismatch {
                 what: "copy source (decodes to another length than before)",
                 expected: decoded_len,
                 found: data.len() as u64,
-            }
-            .into());
+            });
         }
         Ok(data)
     }
@@ -379,23 +382,14 @@ impl PendingCopy {
             let (data, used) = match self.carry.take() {
                 Some(carry) => carry,
                 None => {
-                    let (range, decoded_len) = records
+                    let (range, _) = records
                         .chunks
                         .get(self.next_out)
                         .ok_or(FormatError::Invalid { what: "copy source" })?;
                     let data = match self.started.pop_front() {
-                        Some(pending) => pending.wait()?.bytes,
+                        Some(pending) => records.checked(self.next_out, pending.wait()?.bytes)?,
                         None => records.decode(self.next_out, limits)?,
                     };
-                    // Checked as `SourceRecords::decode` does.
-                    if data.len() as u64 != *decoded_len {
-                        return Err(FormatError::LengthMismatch {
-                            what: "copy source (decodes to another length than before)",
-                            expected: *decoded_len,
-                            found: data.len() as u64,
-                        }
-                        .into());
-                    }
                     *reread += range.len() as u64;
                     self.next_out += 1;
                     self.next_start = self.next_start.max(self.next_out);
