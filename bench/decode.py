@@ -275,6 +275,20 @@ def measure_pooled(brevis: str, runs: int, copies: int = 1) -> list[dict]:
     a process's fixed costs weigh little beside the decode, unlike on a single file.
     With ``copies`` > 1, the files that many times over, each time in a folder of its
     own, at default flags only: all but the first stored as copies (dedup)."""
+    src, entries, size = corpus_folder(copies)
+    out = scaling_rows(src, size, brevis, runs, [[], ["--fast-decode"]] if copies == 1 else [[]])
+    for r in out:
+        flags = f"`{r['flags']}`" if r["flags"] else "default"
+        what = f"the corpus's {len(entries)} files" + ("" if copies == 1 else f" {copies} times (copies)")
+        r["label"] = f"{what} in one archive ({flags}, compressed in {r['compress_s']:.0f} s)"
+    shutil.rmtree(src)
+    return out
+
+
+def corpus_folder(copies: int = 1) -> tuple[Path, list, int]:
+    """A folder of every model file of the corpus (hard links where possible), or of
+    them ``copies`` times over, each time in a folder of its own (``copyK/``); with
+    the manifest's entries and the folder's size in bytes."""
     entries = load_manifest(CORPUS)
     src = OUT / ("pooled-corpus" if copies == 1 else f"pooled-corpus-x{copies}")
     shutil.rmtree(src, ignore_errors=True)
@@ -286,14 +300,7 @@ def measure_pooled(brevis: str, runs: int, copies: int = 1) -> list[dict]:
                 os.link(e.path, dst)
             except OSError:  # another file system: a copy
                 shutil.copyfile(e.path, dst)
-    size = copies * sum(e.path.stat().st_size for e in entries)
-    out = scaling_rows(src, size, brevis, runs, [[], ["--fast-decode"]] if copies == 1 else [[]])
-    for r in out:
-        flags = f"`{r['flags']}`" if r["flags"] else "default"
-        what = f"the corpus's {len(entries)} files" + ("" if copies == 1 else f" {copies} times (copies)")
-        r["label"] = f"{what} in one archive ({flags}, compressed in {r['compress_s']:.0f} s)"
-    shutil.rmtree(src)
-    return out
+    return src, entries, copies * sum(e.path.stat().st_size for e in entries)
 
 
 def scaling_rows(src: Path, size: int, brevis: str, runs: int, flag_sets: list[list[str]]) -> list[dict]:

@@ -60,6 +60,8 @@ pub use digest::{digest, Blake3Tree, ChunkPlace, Digester, Subtrees};
 pub use error::{DecodeError, ErrorKind, Location};
 pub use exec::{decode_chunk, decode_chunk_bytes, decode_chunk_record, ParsedChunk};
 pub use stream::{Ahead, DecodedChunk, Event, FileHasher, PendingChunk, Piece, StreamDecoder};
+#[cfg(feature = "shared-input")]
+pub use stream::{SharedInput, WrittenOutput};
 
 /// The default [`DecodeLimits::max_retained_bytes`]: 4 GiB.
 pub const DEFAULT_MAX_RETAINED: u64 = 4 << 30;

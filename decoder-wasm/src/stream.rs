@@ -201,6 +201,12 @@ struct Retained {
 }
 
 impl Retained {
+    /// Whether its copies are read back from the caller's output.
+    #[cfg(feature = "shared-input")]
+    fn read_back(&self) -> bool {
+        self.source.as_ref().is_some_and(|s| s.written_at.is_some())
+    }
+
     /// The segment's length.
     fn len(&self) -> u64 {
         #[cfg(feature = "shared-input")]
@@ -229,6 +235,9 @@ struct SourceRecords {
     len: u64,
     /// The segment's length, as its record declares.
     declared: u64,
+    /// The file it lies in and its offset there, when the caller keeps that
+    /// file readable ([`WrittenOutput::keep`]): its copies are read back.
+    written_at: Option<(u64, u64)>,
 }
 
 #[cfg(feature = "shared-input")]
@@ -362,6 +371,10 @@ struct PendingCopy {
     /// while some are left: pieces are cut as from a source's bytes.
     #[cfg(feature = "shared-input")]
     carry: Option<(LeBytes, usize)>,
+    /// Pieces are read back from the caller's output ([`WrittenOutput`]) so
+    /// far; once a read fails, the rest is decoded again.
+    #[cfg(feature = "shared-input")]
+    reading_back: bool,
 }
 
 #[cfg(feature = "shared-input")]
@@ -373,10 +386,22 @@ impl PendingCopy {
     fn next_piece(
         &mut self,
         records: &SourceRecords,
+        written: Option<&mut Box<dyn WrittenOutput>>,
         limits: &Limits,
         reread: &mut u64,
     ) -> Result<Option<Piece>, DecodeError> {
         let want = (records.len - self.at as u64).min(COPY_PIECE as u64) as usize;
+        if self.reading_back {
+            if let (Some((file, offset)), Some(output)) = (records.written_at, written) {
+                let mut bytes = alloc::vec![0; want];
+                if want == 0 || output.read_at(file, offset + self.at as u64, &mut bytes) {
+                    return Ok((want > 0).then(|| Piece::new(bytes)));
+                }
+            }
+            // Not read back: the rest is decoded again, from the chunk it starts in.
+            self.reading_back = false;
+            self.seek(records, limits, reread)?;
+        }
         let mut bytes = Vec::new();
         while bytes.len() < want {
             let (data, used) = match self.carry.take() {
@@ -407,6 +432,30 @@ impl PendingCopy {
             }
         }
         Ok((want > 0).then(|| Piece::new(bytes)))
+    }
+
+    /// Sets the chunk to decode next (and the bytes of it already emitted) at
+    /// the copy's byte `at`, after pieces read back.
+    fn seek(&mut self, records: &SourceRecords, limits: &Limits, reread: &mut u64) -> Result<(), DecodeError> {
+        self.started.clear();
+        self.carry = None;
+        let mut start = 0u64;
+        let mut next = records.chunks.len();
+        for (i, (range, len)) in records.chunks.iter().enumerate() {
+            if start + len > self.at as u64 {
+                let skip = (self.at as u64 - start) as usize;
+                next = i;
+                if skip > 0 {
+                    self.carry = Some((records.decode(i, limits)?, skip));
+                    *reread += range.len() as u64;
+                    next = i + 1;
+                }
+                break;
+            }
+            start += len;
+        }
+        (self.next_out, self.next_start) = (next, next);
+        Ok(())
     }
 }
 
@@ -560,6 +609,28 @@ impl Ahead {
 #[cfg(feature = "shared-input")]
 pub type SharedInput = Arc<dyn AsRef<[u8]> + Send + Sync>;
 
+/// Output the caller has written from a [`StreamDecoder`]'s events, read back
+/// for the copies of retained segments instead of decoding their sources again
+/// (feature `shared-input`; see [`StreamDecoder::read_copies_back`]). Files are
+/// numbered from 0 in archive order, as [`ChunkPlace::file`] numbers them.
+///
+/// Reading back is a hint that only saves work: whatever it cannot do, the
+/// decoder does as without it, and what it reads is hashed into the copy's file
+/// like decoded bytes, so bytes read back wrong fail that file's digest check
+/// (as corruption), never pass as the copy.
+#[cfg(feature = "shared-input")]
+pub trait WrittenOutput {
+    /// A segment that later segments copy starts in file `file` (the open
+    /// one): whether the caller will keep that file's bytes readable through
+    /// [`Self::read_at`] until the decode ends.
+    fn keep(&mut self, file: u64) -> bool;
+    /// Fills `buf` with the bytes at `offset` in file `file` (one [`Self::keep`]
+    /// said yes to), as the [`Event::Data`] pieces the decoder returned for it
+    /// gave them: the decoder asks only for bytes of events already returned.
+    /// Returns false where it cannot (the decoder then decodes the source again).
+    fn read_at(&mut self, file: u64, offset: u64, buf: &mut [u8]) -> bool;
+}
+
 /// The decoder's input: a buffer of its own that pushed bytes are copied into,
 /// or (feature `shared-input`) input shared with the caller, not copied.
 #[derive(Default)]
@@ -652,6 +723,9 @@ pub struct StreamDecoder {
     /// Bytes of chunk records read again for copies ([`Self::reread_bytes`]).
     #[cfg(feature = "shared-input")]
     reread: u64,
+    /// The caller's output, from which copies are read back ([`Self::read_copies_back`]).
+    #[cfg(feature = "shared-input")]
+    written: Option<Box<dyn WrittenOutput>>,
     /// Chunks of copies' sources started by the scan ahead, in archive order:
     /// each copy's SEGMENT record offset, what the chunk counts against the
     /// bytes pending (see `start_ahead`) and its pending result, handed to the
@@ -710,6 +784,8 @@ impl StreamDecoder {
             shared: None,
             #[cfg(feature = "shared-input")]
             reread: 0,
+            #[cfg(feature = "shared-input")]
+            written: None,
             #[cfg(feature = "shared-input")]
             copy_ahead: VecDeque::new(),
             #[cfg(feature = "shared-input")]
@@ -840,6 +916,20 @@ impl StreamDecoder {
     #[cfg(feature = "shared-input")]
     pub fn reread_bytes(&self) -> u64 {
         self.reread
+    }
+
+    /// Reads the copies of retained segments back from `output`, the files the
+    /// caller writes from the events, instead of decoding their sources again
+    /// (sources kept as their chunk records, while the decoder reads shared
+    /// input: see [`Self::share_input`]). The events are the same either way,
+    /// and so is every check but one: bytes read back are not covered by chunk
+    /// checksums, only by their file's digest, so reading back is for callers
+    /// whose digests are checked (not [`Self::leave_sha256_to_caller`] ones
+    /// that skip the check). Where `output` cannot keep or read a file, its
+    /// copies are decoded again.
+    #[cfg(feature = "shared-input")]
+    pub fn read_copies_back(&mut self, output: Box<dyn WrittenOutput>) {
+        self.written = Some(output);
     }
 
     /// Bytes pushed but not yet consumed.
@@ -998,7 +1088,9 @@ impl StreamDecoder {
     where
         F: FnMut(&[u8], &Limits, Option<ChunkPlace>) -> Box<dyn PendingChunk> + ?Sized,
     {
-        let Some(copy) = self.copy.as_mut() else { return };
+        let Some(copy) = self.copy.as_mut().filter(|c| !c.reading_back) else {
+            return;
+        };
         let Some(records) = self.retained.get(copy.source).and_then(|r| r.source.as_ref()) else {
             return;
         };
@@ -1088,35 +1180,38 @@ impl StreamDecoder {
                         let Some(records) = self.retained.get(*segment).and_then(|r| r.source.as_ref()) else {
                             break;
                         };
-                        let mut next = if self.scan_copy.0 == offset {
-                            self.scan_copy.1
-                        } else {
-                            0
-                        };
-                        while let Some((range, declared)) = records.chunks.get(next) {
-                            // A source lies apart from what is read ahead, and its
-                            // reading maps pages of its own (a 2 MiB folio of a
-                            // mapped archive for a record of a few bytes: 25 MB
-                            // more at once on the corpus's small copies), so a
-                            // chunk of it counts at least a worker's share.
-                            let cost = (*declared).max(ahead.min_bytes_per_worker);
-                            let largest = self.largest_started.max(*declared);
-                            let pending = self.predecoded.len() + self.copy_ahead.len();
-                            if pending >= ahead.max_chunks || !ahead.allows(pending, pending_bytes, largest) {
+                        // A copy read back from the caller's output has nothing to start.
+                        if records.written_at.is_none() {
+                            let mut next = if self.scan_copy.0 == offset {
+                                self.scan_copy.1
+                            } else {
+                                0
+                            };
+                            while let Some((range, declared)) = records.chunks.get(next) {
+                                // A source lies apart from what is read ahead, and its
+                                // reading maps pages of its own (a 2 MiB folio of a
+                                // mapped archive for a record of a few bytes: 25 MB
+                                // more at once on the corpus's small copies), so a
+                                // chunk of it counts at least a worker's share.
+                                let cost = (*declared).max(ahead.min_bytes_per_worker);
+                                let largest = self.largest_started.max(*declared);
+                                let pending = self.predecoded.len() + self.copy_ahead.len();
+                                if pending >= ahead.max_chunks || !ahead.allows(pending, pending_bytes, largest) {
+                                    break;
+                                }
+                                let Some(record) = (*records.input).as_ref().get(range.clone()) else {
+                                    break;
+                                };
+                                self.copy_ahead
+                                    .push_back((offset, cost, start(record, &self.limits.program, None)));
+                                pending_bytes = pending_bytes.saturating_add(cost);
+                                self.largest_started = largest;
+                                next += 1;
+                            }
+                            self.scan_copy = (offset, next);
+                            if next < records.chunks.len() {
                                 break;
                             }
-                            let Some(record) = (*records.input).as_ref().get(range.clone()) else {
-                                break;
-                            };
-                            self.copy_ahead
-                                .push_back((offset, cost, start(record, &self.limits.program, None)));
-                            pending_bytes = pending_bytes.saturating_add(cost);
-                            self.largest_started = largest;
-                            next += 1;
-                        }
-                        self.scan_copy = (offset, next);
-                        if next < records.chunks.len() {
-                            break;
                         }
                     }
                     self.scan_file = match (self.scan_file, seg) {
@@ -1434,6 +1529,14 @@ impl StreamDecoder {
                         chunks: Vec::new(),
                         len: 0,
                         declared: len,
+                        // Its copies are read back if the caller keeps this file.
+                        written_at: match (&mut self.written, &self.file) {
+                            (Some(output), Some(file)) => {
+                                let number = self.files.decoded().saturating_sub(1);
+                                output.keep(number).then_some((number, file.bytes_seen))
+                            }
+                            _ => None,
+                        },
                     }),
                     _ => None,
                 };
@@ -1461,6 +1564,9 @@ impl StreamDecoder {
                         started,
                         #[cfg(feature = "shared-input")]
                         carry: None,
+                        #[cfg(feature = "shared-input")]
+                        reading_back: self.written.is_some()
+                            && self.retained.get(segment).is_some_and(|r| r.read_back()),
                     });
                     self.state = State::Copy;
                 } else if chunks == 0 {
@@ -1657,7 +1763,7 @@ impl StreamDecoder {
         // A source kept as its chunk records: the next piece decoded again.
         #[cfg(feature = "shared-input")]
         let piece = match &source.source {
-            Some(records) => copy.next_piece(records, &self.limits.program, &mut self.reread)?,
+            Some(records) => copy.next_piece(records, self.written.as_mut(), &self.limits.program, &mut self.reread)?,
             None => piece,
         };
         if let Some(piece) = piece {

@@ -37,7 +37,13 @@ impl AtomicFile {
         let mut attempt = 0u32;
         loop {
             let temp_path = dir.join(format!(".{name}.brevis-tmp-{}-{attempt}", std::process::id()));
-            match OpenOptions::new().write(true).create_new(true).open(&temp_path) {
+            // Readable too, for what is written to be read back (`written`).
+            match OpenOptions::new()
+                .read(true)
+                .write(true)
+                .create_new(true)
+                .open(&temp_path)
+            {
                 Ok(f) => {
                     return Ok(AtomicFile {
                         final_path: path.to_path_buf(),
@@ -56,6 +62,17 @@ impl AtomicFile {
     /// The final path.
     pub fn path(&self) -> &Path {
         &self.final_path
+    }
+
+    /// The file as written so far, flushed, for reading back what was written
+    /// (at offsets: `FileExt::read_exact_at` leaves the write position alone).
+    pub fn written(&mut self) -> io::Result<&File> {
+        let writer = self
+            .writer
+            .as_mut()
+            .ok_or_else(|| io::Error::other("already committed"))?;
+        writer.flush()?;
+        Ok(writer.get_ref())
     }
 
     /// Flushes, syncs and moves the file into place.
@@ -141,6 +158,22 @@ mod tests {
             "an abandoned write leaves the old file"
         );
         assert_eq!(fs::read_dir(dir.path()).unwrap().count(), 1, "temp file removed");
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn what_was_written_reads_back_and_writing_goes_on_where_it_was() {
+        use std::os::unix::fs::FileExt;
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("out");
+        let mut f = AtomicFile::create(&p, false).unwrap();
+        f.write_all(b"hello, ").unwrap();
+        let mut back = [0u8; 5];
+        f.written().unwrap().read_exact_at(&mut back, 2).unwrap();
+        assert_eq!(&back, b"llo, ", "buffered bytes are flushed before the read");
+        f.write_all(b"world").unwrap();
+        f.commit().unwrap();
+        assert_eq!(fs::read(&p).unwrap(), b"hello, world");
     }
 
     #[test]

@@ -38,8 +38,9 @@ fn a_folder_with_the_same_model_twice_costs_barely_more_than_once() {
 }
 
 /// A mapped archive's copies are decoded again from their source's records
-/// (nothing held, so `--max-retained` does not bind); read from a pipe, their
-/// source's bytes are held until the last copy, within `--max-retained`.
+/// (`verify`) or read back from the files written (`decompress`): nothing
+/// held, so `--max-retained` does not bind; read from a pipe, their source's
+/// bytes are held until the last copy, within `--max-retained`.
 #[test]
 fn copies_hold_nothing_from_a_mapped_archive_and_their_source_from_a_pipe() {
     let dir = tempfile::tempdir().unwrap();
@@ -48,17 +49,21 @@ fn copies_hold_nothing_from_a_mapped_archive_and_their_source_from_a_pipe() {
     fs::write(d.join("m/a.safetensors"), bundled()).unwrap();
     fs::write(d.join("m/b/a.safetensors"), bundled()).unwrap();
     ok(&brevis(&["compress", "m", "-o", "m.brv", "-q"], d));
-    for threads in ["1", "2"] {
-        let limit = ["--max-retained", "1"];
-        ok(&brevis(
-            &[&["--threads", threads, "verify", "m.brv"], &limit[..]].concat(),
-            d,
-        ));
-        let out = format!("out{threads}");
-        let decompress = ["--threads", threads, "decompress", "m.brv", "-o", &out, "-q"];
-        ok(&brevis(&[&decompress[..], &limit[..]].concat(), d));
-        for f in ["a.safetensors", "b/a.safetensors"] {
-            assert!(fs::read(d.join(&out).join(f)).unwrap() == bundled(), "{out}/{f}");
+    // SHA-256 file digests, and XXH3-128 ones (hashed in turn on two threads).
+    ok(&brevis(&["compress", "m", "-o", "fast.brv", "-q", "--fast-decode"], d));
+    for archive in ["m.brv", "fast.brv"] {
+        for threads in ["1", "2"] {
+            let limit = ["--max-retained", "1"];
+            ok(&brevis(
+                &[&["--threads", threads, "verify", archive], &limit[..]].concat(),
+                d,
+            ));
+            let out = format!("out-{archive}-{threads}");
+            let decompress = ["--threads", threads, "decompress", archive, "-o", &out, "-q"];
+            ok(&brevis(&[&decompress[..], &limit[..]].concat(), d));
+            for f in ["a.safetensors", "b/a.safetensors"] {
+                assert!(fs::read(d.join(&out).join(f)).unwrap() == bundled(), "{out}/{f}");
+            }
         }
     }
     #[cfg(target_os = "linux")]

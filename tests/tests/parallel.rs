@@ -7,8 +7,10 @@
 //! `Archive::read_file_threads`) must give what one thread gives, files or
 //! error.
 
+use std::cell::RefCell;
 use std::fs;
 use std::path::Path;
+use std::rc::Rc;
 
 use brevis_decoder::format::archive::{open_record, ChunkRecord, RecordHead, HEADER_LEN};
 use brevis_decoder::format::program::Limits;
@@ -16,7 +18,8 @@ use brevis_decoder::format::stream::LeBytes;
 use brevis_decoder::format::FormatError;
 use brevis_decoder::{
     decode_all, decode_all_threads, decode_chunk_record, Ahead, Archive, Blake3Tree, ChunkPlace, DecodeError,
-    DecodeLimits, DecodedChunk, DigestKind, Event, FileHasher, PendingChunk, Piece, StreamDecoder, Subtrees,
+    DecodeLimits, DecodedChunk, DigestKind, ErrorKind, Event, FileHasher, PendingChunk, Piece, StreamDecoder, Subtrees,
+    WrittenOutput,
 };
 use brevis_encoder::synth::CandidateSearch;
 use brevis_encoder::{compress_files, CompressOptions, InputFile};
@@ -338,6 +341,158 @@ fn shared_input_keeps_retained_segments_as_records_and_decodes_copies_again() {
         assert_eq!(shared_events(&bad, 0, 4), events(&bad, bad.len(), None), "byte {at}");
         let cut = &archive[..at];
         assert_eq!(shared_events(cut, 0, 4), events(cut, cut.len(), None), "prefix {at}");
+    }
+}
+
+/// What a caller wrote from the events, by file, for the decoder to read copies
+/// back from ([`WrittenOutput`]).
+#[derive(Default)]
+struct Written {
+    files: Vec<Vec<u8>>,
+    /// Reads asked for.
+    reads: usize,
+    /// A read asked for bytes not written yet.
+    beyond: bool,
+}
+
+/// A [`WrittenOutput`] over [`Written`]: keeps every file or none, answers the
+/// first `succeed` reads (then fails each), bytes flipped if `corrupt`.
+struct WrittenFiles {
+    written: Rc<RefCell<Written>>,
+    keep: bool,
+    succeed: usize,
+    corrupt: bool,
+}
+
+impl WrittenFiles {
+    fn new(keep: bool, succeed: usize, corrupt: bool) -> Self {
+        WrittenFiles {
+            written: Rc::default(),
+            keep,
+            succeed,
+            corrupt,
+        }
+    }
+}
+
+impl WrittenOutput for WrittenFiles {
+    fn keep(&mut self, file: u64) -> bool {
+        // Asked of the file being written, whose start was reported.
+        assert_eq!(file as usize + 1, self.written.borrow().files.len());
+        self.keep
+    }
+
+    fn read_at(&mut self, file: u64, offset: u64, buf: &mut [u8]) -> bool {
+        let mut w = self.written.borrow_mut();
+        w.reads += 1;
+        if w.reads > self.succeed {
+            return false;
+        }
+        let at = offset as usize..offset as usize + buf.len();
+        let Some(bytes) = w.files.get(file as usize).and_then(|f| f.get(at)) else {
+            w.beyond = true;
+            return false;
+        };
+        buf.copy_from_slice(bytes);
+        if self.corrupt {
+            buf[buf.len() / 2] ^= 1;
+        }
+        true
+    }
+}
+
+/// Decodes shared `archive` with chunks started `ahead`, its copies read back
+/// through `output` from the events written as they come: the events, the
+/// error if any, the archive bytes read again and the reads asked for.
+fn read_back_events(
+    archive: &[u8],
+    ahead: usize,
+    output: WrittenFiles,
+) -> (Vec<Event>, Option<DecodeError>, u64, usize) {
+    let written = output.written.clone();
+    let mut dec = StreamDecoder::new(DecodeLimits::default());
+    dec.share_input(std::sync::Arc::new(archive.to_vec()));
+    dec.read_copies_back(Box::new(output));
+    let mut out = Vec::new();
+    let end = loop {
+        match dec.next_event_ahead(chunks(ahead), &mut sequential, true) {
+            Ok(Some(ev)) => {
+                assert_eq!(dec.retained_bytes(), 0);
+                let mut w = written.borrow_mut();
+                match &ev {
+                    Event::FileStart { .. } => w.files.push(Vec::new()),
+                    Event::Data(d) => w.files.last_mut().unwrap().extend_from_slice(d),
+                    _ => {}
+                }
+                out.push(ev);
+            }
+            Ok(None) => break dec.finish().err(),
+            Err(e) => break Some(e),
+        }
+    };
+    let w = written.borrow();
+    assert!(!w.beyond, "a read asked for bytes not written yet");
+    (out, end, dec.reread_bytes(), w.reads)
+}
+
+/// Two files, each a 5 MiB tensor and a copy of it: copies of more than one
+/// 4 MiB piece, whose 3 MiB chunks do not end where the pieces do.
+fn dedup_large_copies() -> Vec<u8> {
+    let w = tensor_bytes(Dtype::I32, 5 << 18, 1);
+    let file = safetensors_file(&[
+        ("w", Dtype::I32, vec![1280, 1024], w.clone()),
+        ("tied", Dtype::I32, vec![1280, 1024], w),
+    ]);
+    let inputs = [
+        InputFile {
+            archive_path: "a.safetensors".into(),
+            data: &file,
+        },
+        InputFile {
+            archive_path: "b.safetensors".into(),
+            data: &file,
+        },
+    ];
+    let options = CompressOptions {
+        chunk_bytes: 3 << 20,
+        ..CompressOptions::default()
+    };
+    let search = CandidateSearch::with_effort(0);
+    compress_files(Vec::new(), &inputs, &search, &options, &|_| {})
+        .expect("compress")
+        .0
+}
+
+#[test]
+fn copies_read_back_from_the_written_output_give_the_same_events() {
+    for archive in [dedup_many_chunks(), dedup_large_copies()] {
+        let want = events(&archive, archive.len(), None);
+        assert!(want.1.is_none(), "{:?}", want.1);
+        let copies = |out: &[Event]| out.iter().filter(|e| matches!(e, Event::SegmentStart { .. })).count();
+        // Read back: the same events, no bytes held, no source decoded again.
+        for ahead in [0, 1, 4] {
+            let (got, end, reread, reads) =
+                read_back_events(&archive, ahead, WrittenFiles::new(true, usize::MAX, false));
+            assert_eq!((got, end), want, "ahead {ahead}");
+            assert_eq!(reread, 0, "ahead {ahead}");
+            assert!(reads >= 2, "every copy read back: {reads} reads");
+        }
+        // Files not kept, or reads failing from the first or a later one: the
+        // rest of each copy is decoded again, the same events.
+        for (keep, succeed) in [(false, usize::MAX), (true, 0), (true, 1), (true, 2)] {
+            for ahead in [0, 4] {
+                let (got, end, reread, _) = read_back_events(&archive, ahead, WrittenFiles::new(keep, succeed, false));
+                assert_eq!((got, end), want, "keep {keep}, reads answered {succeed}, ahead {ahead}");
+                assert!(reread > 0, "keep {keep}, reads answered {succeed}");
+            }
+        }
+        // Bytes read back wrong fail the copy's file, never pass as the copy.
+        let (got, end, _, _) = read_back_events(&archive, 4, WrittenFiles::new(true, usize::MAX, true));
+        let err = end.expect("a bad read back fails");
+        assert_eq!(err.kind(), ErrorKind::Corruption, "{err}");
+        assert!(err.to_string().contains("mismatch"), "{err}");
+        let ends = |out: &[Event]| out.iter().filter(|e| matches!(e, Event::FileEnd { .. })).count();
+        assert_eq!(ends(&got), 0, "the first file holds a copy: {}", copies(&got));
     }
 }
 

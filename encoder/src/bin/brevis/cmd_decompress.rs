@@ -11,7 +11,7 @@ use brevis_decoder::format::stream::LeBytes;
 use brevis_decoder::format::FormatError;
 use brevis_decoder::{
     decode_chunk_record, Ahead, Archive, Blake3Tree, ChunkPlace, DecodeLimits, DecodedChunk, DigestKind, Digester,
-    Event, FileHasher, ParsedChunk, PendingChunk, Piece, StreamDecoder, Subtrees,
+    Event, FileHasher, ParsedChunk, PendingChunk, Piece, StreamDecoder, Subtrees, WrittenOutput,
 };
 use brevis_encoder::atomic::AtomicFile;
 use brevis_encoder::BaseTensors;
@@ -56,7 +56,8 @@ pub struct LimitArgs {
     max_ratio: u64,
     /// Refuse to keep more than N bytes at once for later copies of
     /// deduplicated segments (default 4 GiB). An archive read from a file
-    /// keeps none: its copies decode their source's chunks again.
+    /// keeps none: `decompress` reads its copies back from the files it wrote,
+    /// `verify` decodes their source's chunks again.
     #[arg(long, value_name = "N", default_value_t = brevis_decoder::DEFAULT_MAX_RETAINED)]
     max_retained: u64,
     /// The base the archive was compressed against (`compress --base`): an
@@ -315,6 +316,7 @@ fn stream_archive(
     limits: &LimitArgs,
     quiet: bool,
     threads: usize,
+    read_back: Option<Box<dyn WrittenOutput>>,
     mut on_event: impl FnMut(Event) -> Result<()>,
 ) -> Result<()> {
     let (base, limits) = (limits.base()?, limits.limits());
@@ -345,6 +347,9 @@ fn stream_archive(
         };
         (ahead, None)
     };
+    if let Some(output) = read_back {
+        dec.read_copies_back(output);
+    }
     match MappedArchive::map(&f, &meta) {
         Some(map) => decode_mapped(&mut dec, map, ahead, pool.as_ref(), &pb, &mut on_event)?,
         None => decode_stream(&mut dec, f, path, ahead, pool.as_ref(), &pb, &mut on_event)?,
@@ -928,16 +933,88 @@ fn decode_stream(
     }
 }
 
+/// Files kept open at most for reading copies back ([`Outputs`]); copies of
+/// segments in other files decode their sources again.
+const MAX_KEPT: usize = 256;
+
+/// The files `decompress` writes, shared by the loop that writes them and the
+/// decoder, which reads copies of retained segments back from them
+/// ([`StreamDecoder::read_copies_back`]) instead of decoding their sources
+/// again: from the page cache, a copy then costs about what writing it does.
+#[derive(Default)]
+struct Outputs {
+    /// The file being written, with its number (files are numbered in archive order).
+    current: Option<(u64, AtomicFile)>,
+    /// Files started so far.
+    started: u64,
+    /// Files holding segments that later ones copy, by number, kept open (the
+    /// descriptor outlives the temporary name the file was written under).
+    kept: Vec<(u64, File)>,
+}
+
+/// [`Outputs`] as the decoder sees them.
+struct ReadBack(std::rc::Rc<std::cell::RefCell<Outputs>>);
+
+impl WrittenOutput for ReadBack {
+    fn keep(&mut self, file: u64) -> bool {
+        let mut outputs = self.0.borrow_mut();
+        let outputs = &mut *outputs;
+        if outputs.kept.iter().any(|k| k.0 == file) {
+            return true;
+        }
+        // Asked while the file is being written (the decoder asks at a segment
+        // of the file whose start it has reported).
+        let Some((number, f)) = outputs.current.as_mut().filter(|c| c.0 == file) else {
+            return false;
+        };
+        if outputs.kept.len() >= MAX_KEPT || !cfg!(unix) {
+            return false;
+        }
+        match f.written().and_then(File::try_clone) {
+            Ok(handle) => {
+                outputs.kept.push((*number, handle));
+                true
+            }
+            Err(_) => false,
+        }
+    }
+
+    fn read_at(&mut self, file: u64, offset: u64, buf: &mut [u8]) -> bool {
+        let mut outputs = self.0.borrow_mut();
+        // Bytes still in the open file's write buffer reach the file first.
+        if let Some((_, f)) = outputs.current.as_mut().filter(|c| c.0 == file) {
+            if f.written().is_err() {
+                return false;
+            }
+        }
+        let Some((_, handle)) = outputs.kept.iter().find(|k| k.0 == file) else {
+            return false;
+        };
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::FileExt;
+            handle.read_exact_at(buf, offset).is_ok()
+        }
+        #[cfg(not(unix))]
+        {
+            let _ = (handle, offset, buf);
+            false
+        }
+    }
+}
+
 /// `brevis decompress`, on `threads` threads.
 pub fn run(args: Args, quiet: bool, threads: usize) -> Result<()> {
     if args.salvage {
         return salvage(args, quiet);
     }
     let dir = args.output.unwrap_or_else(|| PathBuf::from("."));
-    let mut current: Option<AtomicFile> = None;
+    let outputs = std::rc::Rc::new(std::cell::RefCell::new(Outputs::default()));
+    let read_back = Box::new(ReadBack(outputs.clone()));
     let mut written = Vec::new();
     let mut total = 0u64;
-    stream_archive(&args.archive, &args.limits, quiet, threads, |ev| {
+    stream_archive(&args.archive, &args.limits, quiet, threads, Some(read_back), |ev| {
+        let mut outputs = outputs.borrow_mut();
         match ev {
             Event::FileStart { path, .. } => {
                 // `path` was checked by the decoder: relative, no `..`.
@@ -945,13 +1022,16 @@ pub fn run(args: Args, quiet: bool, threads: usize) -> Result<()> {
                 if let Some(parent) = target.parent() {
                     std::fs::create_dir_all(parent).with_context(|| format!("cannot create `{}`", parent.display()))?;
                 }
-                current = Some(
+                let number = outputs.started;
+                outputs.started += 1;
+                outputs.current = Some((
+                    number,
                     AtomicFile::create(&target, args.force)
                         .with_context(|| format!("cannot write `{}`", target.display()))?,
-                );
+                ));
             }
             Event::Data(d) => {
-                if let Some(f) = current.as_mut() {
+                if let Some((_, f)) = outputs.current.as_mut() {
                     f.write_all(&d).context("write failed")?;
                     total += d.len() as u64;
                 }
@@ -959,7 +1039,7 @@ pub fn run(args: Args, quiet: bool, threads: usize) -> Result<()> {
             Event::FileEnd { .. } => {
                 // The decoder verified the digest before reporting the end: only
                 // then does the file appear under its name.
-                if let Some(f) = current.take() {
+                if let Some((_, f)) = outputs.current.take() {
                     let p = f.path().to_path_buf();
                     f.commit().with_context(|| format!("cannot write `{}`", p.display()))?;
                     written.push(p);
@@ -982,7 +1062,7 @@ pub fn run(args: Args, quiet: bool, threads: usize) -> Result<()> {
 pub fn verify(args: VerifyArgs, quiet: bool, threads: usize) -> Result<()> {
     let mut files = 0;
     let mut total = 0u64;
-    stream_archive(&args.archive, &args.limits, quiet, threads, |ev| {
+    stream_archive(&args.archive, &args.limits, quiet, threads, None, |ev| {
         match ev {
             Event::FileEnd { .. } => files += 1,
             Event::Data(d) => total += d.len() as u64,
@@ -1182,5 +1262,55 @@ mod tests {
             assert!(cpu >= 0, "sched_getcpu failed");
             assert_ne!(cpu as usize, p.parent_cpu, "the thread ran on its parent's CPU");
         }
+    }
+}
+
+#[cfg(all(test, unix))]
+mod read_back_tests {
+    use super::*;
+
+    /// A file kept while written reads back what was written, buffered bytes
+    /// included, and still after it is moved into place and the next one starts;
+    /// files not kept (or not open when asked) are not read back.
+    #[test]
+    fn kept_files_read_back_what_was_written() {
+        let dir = tempfile::tempdir().unwrap();
+        let outputs = std::rc::Rc::new(std::cell::RefCell::new(Outputs::default()));
+        let mut read_back = ReadBack(outputs.clone());
+        let start = |number: u64, name: &str| {
+            let mut o = outputs.borrow_mut();
+            o.current = Some((number, AtomicFile::create(&dir.path().join(name), false).unwrap()));
+            o.started += 1;
+        };
+        let write = |bytes: &[u8]| {
+            outputs
+                .borrow_mut()
+                .current
+                .as_mut()
+                .unwrap()
+                .1
+                .write_all(bytes)
+                .unwrap()
+        };
+        start(0, "a");
+        write(b"0123456789");
+        assert!(read_back.keep(0));
+        assert!(!read_back.keep(1), "only the file being written can be kept");
+        write(b"abcdef");
+        let mut buf = [0u8; 8];
+        assert!(read_back.read_at(0, 6, &mut buf));
+        assert_eq!(&buf, b"6789abcd", "bytes still buffered are read back too");
+        assert!(!read_back.read_at(0, 12, &mut buf), "bytes not written are not read");
+        let (_, a) = outputs.borrow_mut().current.take().unwrap();
+        a.commit().unwrap();
+        start(1, "b");
+        write(b"xyz");
+        assert!(read_back.read_at(0, 10, &mut buf[..6]));
+        assert_eq!(&buf[..6], b"abcdef", "a committed file reads back");
+        assert!(
+            !read_back.read_at(1, 0, &mut buf[..3]),
+            "a file not kept is not read back"
+        );
+        assert_eq!(std::fs::read(dir.path().join("a")).unwrap(), b"0123456789abcdef");
     }
 }
