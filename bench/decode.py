@@ -131,13 +131,13 @@ def verify_argv(brevis: str, archive: Path, threads: int) -> list[str]:
     return [brevis, "verify", str(archive), "-q", "--threads", str(threads)]
 
 
-def peak_rss_mb(argv: list[str]) -> float:
+def peak_rss_mb(argv: list[str], stdin=None) -> float:
     """Maximum resident set size of one run of ``argv`` (MB), as GNU time reports it.
 
     Through ``/usr/bin/time`` rather than ``os.wait4`` from here: Linux counts the
     forked copy of the parent in the child's peak, and this process has imported
     ZipNN (and torch), hundreds of MB."""
-    r = subprocess.run(["/usr/bin/time", "-f", "%M", *argv], check=True, stdout=subprocess.DEVNULL,
+    r = subprocess.run(["/usr/bin/time", "-f", "%M", *argv], check=True, stdin=stdin, stdout=subprocess.DEVNULL,
                        stderr=subprocess.PIPE, text=True)
     return int(r.stderr.strip().splitlines()[-1]) * 1024 / 1e6
 

@@ -182,38 +182,59 @@ struct OpenSegment {
     chunk_no: u64,
     /// For a delta segment: the base tensor's bytes and where the next chunk starts in them.
     base: Option<(Vec<u8>, usize)>,
-    /// For a retained segment: its archive-wide index, its copies and its bytes so far.
-    retain: Option<(u64, u64, Vec<u8>)>,
+    /// For a retained segment: what is kept of it for its copies.
+    retain: Option<Retaining>,
     /// For a retained segment read from shared input: where its chunk records
     /// lie, kept instead of its bytes.
     #[cfg(feature = "shared-input")]
     source: Option<SourceRecords>,
 }
 
-/// A retained segment's bytes and the copies still to come.
+/// A retained segment being decoded: its archive-wide index, its copies, its
+/// length, and whether its bytes are held (`bytes`, so far).
+struct Retaining {
+    index: u64,
+    copies: u64,
+    len: u64,
+    holds: bool,
+    bytes: Vec<u8>,
+    /// The bytes counted against [`DecodeLimits::max_retained_bytes`] for it.
+    counted: u64,
+    /// The file it lies in and its offset there, when the caller keeps that
+    /// file readable ([`WrittenOutput::keep`]): its copies are read back.
+    #[cfg(feature = "shared-input")]
+    written_at: Option<(u64, u64)>,
+}
+
+/// A retained segment and the copies still to come. Its copies are made from
+/// its bytes (`bytes`), or (feature `shared-input`) read back from the
+/// caller's output (`written_at`) or decoded again from its chunk records
+/// (`source`), with the bytes held only where neither of those is there.
 struct Retained {
     bytes: Vec<u8>,
     copies_left: u64,
+    len: u64,
+    /// The bytes counted against [`DecodeLimits::max_retained_bytes`] for it.
+    counted: u64,
     /// Where its chunk records lie in shared input, if that was kept instead of
     /// its bytes (`bytes` is then empty).
     #[cfg(feature = "shared-input")]
     source: Option<SourceRecords>,
+    /// Where the caller's output holds it ([`Retaining::written_at`]).
+    #[cfg(feature = "shared-input")]
+    written_at: Option<(u64, u64)>,
 }
 
 impl Retained {
-    /// Whether its copies are read back from the caller's output.
-    #[cfg(feature = "shared-input")]
-    fn read_back(&self) -> bool {
-        self.source.as_ref().is_some_and(|s| s.written_at.is_some())
-    }
-
     /// The segment's length.
     fn len(&self) -> u64 {
-        #[cfg(feature = "shared-input")]
-        if let Some(s) = &self.source {
-            return s.len;
-        }
-        self.bytes.len() as u64
+        self.len
+    }
+
+    /// Piece `at..` of its bytes held, if any are left there.
+    fn held_piece(&self, at: usize) -> Option<Piece> {
+        let end = (at + COPY_PIECE).min(self.bytes.len());
+        (at < end).then(|| Piece::new(self.bytes[at..end].to_vec()))
     }
 }
 
@@ -235,9 +256,6 @@ struct SourceRecords {
     len: u64,
     /// The segment's length, as its record declares.
     declared: u64,
-    /// The file it lies in and its offset there, when the caller keeps that
-    /// file readable ([`WrittenOutput::keep`]): its copies are read back.
-    written_at: Option<(u64, u64)>,
 }
 
 #[cfg(feature = "shared-input")]
@@ -379,29 +397,44 @@ struct PendingCopy {
 
 #[cfg(feature = "shared-input")]
 impl PendingCopy {
-    /// The next piece of a copy of `records`, cut from its chunks decoded again
-    /// (or started ahead) where a source's bytes would be cut (so the events are
+    /// The next piece of a copy of `source`: read back from `written`, taken
+    /// from the bytes held, or cut from its chunk records decoded again (or
+    /// started ahead) where a source's bytes would be cut (so the events are
     /// those that pushing the input gives); `None` at its end. Adds the bytes of
     /// the records read to `reread`.
     fn next_piece(
         &mut self,
-        records: &SourceRecords,
+        source: &Retained,
         written: Option<&mut Box<dyn WrittenOutput>>,
         limits: &Limits,
         reread: &mut u64,
     ) -> Result<Option<Piece>, DecodeError> {
-        let want = (records.len - self.at as u64).min(COPY_PIECE as u64) as usize;
+        let want = (source.len - self.at as u64).min(COPY_PIECE as u64) as usize;
         if self.reading_back {
-            if let (Some((file, offset)), Some(output)) = (records.written_at, written) {
+            if let (Some((file, offset)), Some(output)) = (source.written_at, written) {
                 let mut bytes = alloc::vec![0; want];
                 if want == 0 || output.read_at(file, offset + self.at as u64, &mut bytes) {
                     return Ok((want > 0).then(|| Piece::new(bytes)));
                 }
             }
-            // Not read back: the rest is decoded again, from the chunk it starts in.
+            // Not read back: the rest is decoded again, from the chunk it
+            // starts in, or taken from the bytes held; with neither (input
+            // not shared), the copy cannot be made.
             self.reading_back = false;
-            self.seek(records, limits, reread)?;
+            match &source.source {
+                Some(records) => self.seek(records, limits, reread)?,
+                None if source.bytes.len() as u64 == source.len => {}
+                None => {
+                    return Err(FormatError::Invalid {
+                        what: "copy source (its bytes could not be read back from the output)",
+                    }
+                    .into())
+                }
+            }
         }
+        let Some(records) = &source.source else {
+            return Ok(source.held_piece(self.at));
+        };
         let mut bytes = Vec::new();
         while bytes.len() < want {
             let (data, used) = match self.carry.take() {
@@ -921,12 +954,16 @@ impl StreamDecoder {
     /// Reads the copies of retained segments back from `output`, the files the
     /// caller writes from the events, instead of decoding their sources again
     /// (sources kept as their chunk records, while the decoder reads shared
-    /// input: see [`Self::share_input`]). The events are the same either way,
-    /// and so is every check but one: bytes read back are not covered by chunk
-    /// checksums, only by their file's digest, so reading back is for callers
-    /// whose digests are checked (not [`Self::leave_sha256_to_caller`] ones
-    /// that skip the check). Where `output` cannot keep or read a file, its
-    /// copies are decoded again.
+    /// input: see [`Self::share_input`]) or holding their bytes (input pushed):
+    /// a source in a file `output` keeps holds nothing. The events are the
+    /// same either way, and so is every check but one: bytes read back are not
+    /// covered by chunk checksums, only by their file's digest, so reading back
+    /// is for callers whose digests are checked (not
+    /// [`Self::leave_sha256_to_caller`] ones that skip the check). Where
+    /// `output` does not keep a file, its sources are kept as without it; where
+    /// a read fails, the rest of the copy is decoded again from shared input,
+    /// and from pushed input, which cannot be read again, the copy fails
+    /// (`copy source (its bytes could not be read back from the output)`).
     #[cfg(feature = "shared-input")]
     pub fn read_copies_back(&mut self, output: Box<dyn WrittenOutput>) {
         self.written = Some(output);
@@ -1177,11 +1214,14 @@ impl StreamDecoder {
                         }),
                     ) = (&self.shared, &seg)
                     {
-                        let Some(records) = self.retained.get(*segment).and_then(|r| r.source.as_ref()) else {
+                        let Some(retained) = self.retained.get(*segment) else {
                             break;
                         };
                         // A copy read back from the caller's output has nothing to start.
-                        if records.written_at.is_none() {
+                        if retained.written_at.is_none() {
+                            let Some(records) = retained.source.as_ref() else {
+                                break;
+                            };
                             let mut next = if self.scan_copy.0 == offset {
                                 self.scan_copy.1
                             } else {
@@ -1485,9 +1525,21 @@ impl StreamDecoder {
                 // which hold no decoded bytes.
                 #[cfg(feature = "shared-input")]
                 let as_records = seg.retain > 0 && self.shared.is_some() && seg.source == SegmentSource::Chunks;
+                // Its copies are read back if the caller keeps the file it lies in.
+                #[cfg(feature = "shared-input")]
+                let written_at = match (&mut self.written, &self.file) {
+                    (Some(output), Some(file)) if seg.retain > 0 => {
+                        let number = self.files.decoded().saturating_sub(1);
+                        output.keep(number).then_some((number, file.bytes_seen))
+                    }
+                    _ => None,
+                };
+                #[cfg(feature = "shared-input")]
+                let holds = !as_records && written_at.is_none();
                 #[cfg(not(feature = "shared-input"))]
-                let as_records = false;
-                if seg.retain > 0 && !as_records {
+                let holds = true;
+                let holds = holds && seg.retain > 0;
+                if holds {
                     // Before decoding anything: what the archive asks to keep must fit.
                     hold_retained(&mut self.retained_total, len, self.limits.max_retained_bytes)?;
                 }
@@ -1520,7 +1572,16 @@ impl StreamDecoder {
                     kind: seg.kind,
                     len,
                 });
-                let retain = (seg.retain > 0).then(|| (index, seg.retain, Vec::new()));
+                let retain = (seg.retain > 0).then(|| Retaining {
+                    index,
+                    copies: seg.retain,
+                    len,
+                    holds,
+                    bytes: Vec::new(),
+                    counted: if holds { len } else { 0 },
+                    #[cfg(feature = "shared-input")]
+                    written_at,
+                });
                 #[cfg(feature = "shared-input")]
                 let source = match &self.shared {
                     Some((input, input_offset)) if as_records => Some(SourceRecords {
@@ -1529,14 +1590,6 @@ impl StreamDecoder {
                         chunks: Vec::new(),
                         len: 0,
                         declared: len,
-                        // Its copies are read back if the caller keeps this file.
-                        written_at: match (&mut self.written, &self.file) {
-                            (Some(output), Some(file)) => {
-                                let number = self.files.decoded().saturating_sub(1);
-                                output.keep(number).then_some((number, file.bytes_seen))
-                            }
-                            _ => None,
-                        },
                     }),
                     _ => None,
                 };
@@ -1566,7 +1619,7 @@ impl StreamDecoder {
                         carry: None,
                         #[cfg(feature = "shared-input")]
                         reading_back: self.written.is_some()
-                            && self.retained.get(segment).is_some_and(|r| r.read_back()),
+                            && self.retained.get(segment).is_some_and(|r| r.written_at.is_some()),
                     });
                     self.state = State::Copy;
                 } else if chunks == 0 {
@@ -1646,8 +1699,8 @@ impl StreamDecoder {
                 // A retained segment of shared input keeps where this record
                 // lies there, not its bytes.
                 #[cfg(feature = "shared-input")]
-                let kept_as_record = match seg.source.as_mut() {
-                    Some(source) => {
+                if let Some(source) = seg.source.as_mut() {
+                    {
                         let place = self.shared.as_ref().and_then(|(input, input_offset)| {
                             let same = Arc::ptr_eq(input, &source.input) && *input_offset == source.input_offset;
                             let start = usize::try_from(offset.checked_sub(*input_offset)?).ok()?;
@@ -1657,29 +1710,25 @@ impl StreamDecoder {
                             Some(range) => {
                                 source.chunks.push((range, data.len() as u64));
                                 source.len += data.len() as u64;
-                                true
                             }
                             // Input pushed since the segment started, so this
                             // record is not in the shared input: the segment's
-                            // bytes are kept after all, those so far decoded again.
+                            // bytes are kept after all (unless its copies are
+                            // read back), those so far decoded again.
                             None => {
-                                let limit = self.limits.max_retained_bytes;
-                                hold_retained(&mut self.retained_total, source.declared, limit)?;
-                                let so_far = source.decode_all(&self.limits.program)?;
-                                if let Some((_, _, kept)) = seg.retain.as_mut() {
-                                    *kept = so_far;
+                                if let Some(r) = seg.retain.as_mut().filter(|r| r.written_at.is_none()) {
+                                    let limit = self.limits.max_retained_bytes;
+                                    hold_retained(&mut self.retained_total, source.declared, limit)?;
+                                    r.bytes = source.decode_all(&self.limits.program)?;
+                                    (r.holds, r.counted) = (true, source.declared);
                                 }
                                 seg.source = None;
-                                false
                             }
                         }
                     }
-                    None => false,
-                };
-                #[cfg(not(feature = "shared-input"))]
-                let kept_as_record = false;
-                if let Some((_, _, kept)) = seg.retain.as_mut().filter(|_| !kept_as_record) {
-                    kept.extend_from_slice(&data);
+                }
+                if let Some(r) = seg.retain.as_mut().filter(|r| r.holds) {
+                    r.bytes.extend_from_slice(&data);
                 }
                 seg.bytes_left -= data.len() as u64;
                 seg.chunks_left -= 1;
@@ -1758,14 +1807,10 @@ impl StreamDecoder {
             .retained
             .get_mut(copy.source)
             .ok_or(FormatError::Invalid { what: "copy source" })?;
-        let end = (copy.at + COPY_PIECE).min(source.bytes.len());
-        let piece = (copy.at < end).then(|| Piece::new(source.bytes[copy.at..end].to_vec()));
-        // A source kept as its chunk records: the next piece decoded again.
         #[cfg(feature = "shared-input")]
-        let piece = match &source.source {
-            Some(records) => copy.next_piece(records, self.written.as_mut(), &self.limits.program, &mut self.reread)?,
-            None => piece,
-        };
+        let piece = copy.next_piece(source, self.written.as_mut(), &self.limits.program, &mut self.reread)?;
+        #[cfg(not(feature = "shared-input"))]
+        let piece = source.held_piece(copy.at);
         if let Some(piece) = piece {
             copy.at += piece.len();
             let file = self
@@ -1782,11 +1827,9 @@ impl StreamDecoder {
         if copy.at as u64 >= len {
             source.copies_left -= 1;
             if source.copies_left == 0 {
-                // Only bytes held were counted.
-                #[cfg(feature = "shared-input")]
-                let len = if source.source.is_some() { 0 } else { len };
+                let counted = source.counted;
                 self.retained.remove(copy.source);
-                self.retained_total -= len;
+                self.retained_total -= counted;
             }
             self.copy = None;
             self.close_segment()?;
@@ -1796,14 +1839,18 @@ impl StreamDecoder {
 
     fn close_segment(&mut self) -> Result<(), DecodeError> {
         if let Some(segment) = self.segment.take() {
-            if let Some((index, copies, bytes)) = segment.retain {
+            if let Some(r) = segment.retain {
                 self.retained.insert(
-                    index,
+                    r.index,
                     Retained {
-                        bytes,
-                        copies_left: copies,
+                        bytes: r.bytes,
+                        copies_left: r.copies,
+                        len: r.len,
+                        counted: r.counted,
                         #[cfg(feature = "shared-input")]
                         source: segment.source,
+                        #[cfg(feature = "shared-input")]
+                        written_at: r.written_at,
                     },
                 );
             }
@@ -1858,8 +1905,12 @@ mod tests {
         Retained {
             bytes: vec![7; len],
             copies_left: copies,
+            len: len as u64,
+            counted: len as u64,
             #[cfg(feature = "shared-input")]
             source: None,
+            #[cfg(feature = "shared-input")]
+            written_at: None,
         }
     }
 

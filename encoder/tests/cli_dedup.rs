@@ -39,8 +39,9 @@ fn a_folder_with_the_same_model_twice_costs_barely_more_than_once() {
 
 /// A mapped archive's copies are decoded again from their source's records
 /// (`verify`) or read back from the files written (`decompress`): nothing
-/// held, so `--max-retained` does not bind; read from a pipe, their source's
-/// bytes are held until the last copy, within `--max-retained`.
+/// held, so `--max-retained` does not bind. Read from a pipe, `verify` holds
+/// their source's bytes until the last copy, within `--max-retained`, and
+/// `decompress` reads them back from the files written, holding nothing.
 #[test]
 fn copies_hold_nothing_from_a_mapped_archive_and_their_source_from_a_pipe() {
     let dir = tempfile::tempdir().unwrap();
@@ -67,11 +68,20 @@ fn copies_hold_nothing_from_a_mapped_archive_and_their_source_from_a_pipe() {
         }
     }
     #[cfg(target_os = "linux")]
-    for (limit, refused) in [("1", true), ("100000000", false)] {
+    for (command, limit, refused) in [
+        ("verify", "1", true),
+        ("verify", "100000000", false),
+        ("decompress", "1", false),
+    ] {
         use std::io::Write;
         use std::process::{Command, Stdio};
         let mut child = Command::new(env!("CARGO_BIN_EXE_brevis"))
-            .args(["--threads", "2", "verify", "--max-retained", limit, "/dev/stdin"])
+            .args(["--threads", "2", command, "--max-retained", limit, "/dev/stdin"])
+            .args(if command == "decompress" {
+                &["-o", "piped"][..]
+            } else {
+                &[]
+            })
             .current_dir(d)
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
@@ -89,6 +99,10 @@ fn copies_hold_nothing_from_a_mapped_archive_and_their_source_from_a_pipe() {
         } else {
             assert!(out.status.success(), "{err}");
         }
+    }
+    #[cfg(target_os = "linux")]
+    for f in ["a.safetensors", "b/a.safetensors"] {
+        assert!(fs::read(d.join("piped").join(f)).unwrap() == bundled(), "piped/{f}");
     }
 }
 

@@ -401,23 +401,40 @@ impl WrittenOutput for WrittenFiles {
     }
 }
 
-/// Decodes shared `archive` with chunks started `ahead`, its copies read back
-/// through `output` from the events written as they come: the events, the
-/// error if any, the archive bytes read again and the reads asked for.
+/// What [`read_back_events`] saw: the events, the error if any, the archive
+/// bytes read again, the reads asked for and the most bytes held at once.
+struct ReadBack {
+    events: Vec<Event>,
+    end: Option<DecodeError>,
+    reread: u64,
+    reads: usize,
+    held: u64,
+}
+
+/// Decodes `archive` (shared, or pushed whole) under `limits` with chunks
+/// started `ahead`, its copies read back through `output` from the events
+/// written as they come.
 fn read_back_events(
     archive: &[u8],
+    shared: bool,
     ahead: usize,
+    limits: DecodeLimits,
     output: WrittenFiles,
-) -> (Vec<Event>, Option<DecodeError>, u64, usize) {
+) -> ReadBack {
     let written = output.written.clone();
-    let mut dec = StreamDecoder::new(DecodeLimits::default());
-    dec.share_input(std::sync::Arc::new(archive.to_vec()));
+    let mut dec = StreamDecoder::new(limits);
+    if shared {
+        dec.share_input(std::sync::Arc::new(archive.to_vec()));
+    } else {
+        dec.push(archive);
+    }
     dec.read_copies_back(Box::new(output));
     let mut out = Vec::new();
+    let mut held = 0;
     let end = loop {
         match dec.next_event_ahead(chunks(ahead), &mut sequential, true) {
             Ok(Some(ev)) => {
-                assert_eq!(dec.retained_bytes(), 0);
+                held = held.max(dec.retained_bytes());
                 let mut w = written.borrow_mut();
                 match &ev {
                     Event::FileStart { .. } => w.files.push(Vec::new()),
@@ -432,7 +449,13 @@ fn read_back_events(
     };
     let w = written.borrow();
     assert!(!w.beyond, "a read asked for bytes not written yet");
-    (out, end, dec.reread_bytes(), w.reads)
+    ReadBack {
+        events: out,
+        end,
+        reread: dec.reread_bytes(),
+        reads: w.reads,
+        held,
+    }
 }
 
 /// Two files, each a 5 MiB tensor and a copy of it: copies of more than one
@@ -465,34 +488,61 @@ fn dedup_large_copies() -> Vec<u8> {
 
 #[test]
 fn copies_read_back_from_the_written_output_give_the_same_events() {
+    let limits = DecodeLimits::default();
+    let ends = |out: &[Event]| out.iter().filter(|e| matches!(e, Event::FileEnd { .. })).count();
     for archive in [dedup_many_chunks(), dedup_large_copies()] {
         let want = events(&archive, archive.len(), None);
         assert!(want.1.is_none(), "{:?}", want.1);
-        let copies = |out: &[Event]| out.iter().filter(|e| matches!(e, Event::SegmentStart { .. })).count();
-        // Read back: the same events, no bytes held, no source decoded again.
-        for ahead in [0, 1, 4] {
-            let (got, end, reread, reads) =
-                read_back_events(&archive, ahead, WrittenFiles::new(true, usize::MAX, false));
-            assert_eq!((got, end), want, "ahead {ahead}");
-            assert_eq!(reread, 0, "ahead {ahead}");
-            assert!(reads >= 2, "every copy read back: {reads} reads");
+        // Read back: the same events, no bytes held, no source decoded again,
+        // the input shared or pushed.
+        for (shared, ahead) in [(true, 0), (true, 1), (true, 4), (false, 0), (false, 4)] {
+            let got = read_back_events(
+                &archive,
+                shared,
+                ahead,
+                limits,
+                WrittenFiles::new(true, usize::MAX, false),
+            );
+            assert_eq!((got.events, got.end), want, "shared {shared}, ahead {ahead}");
+            assert_eq!((got.reread, got.held), (0, 0), "shared {shared}, ahead {ahead}");
+            assert!(got.reads >= 2, "every copy read back: {} reads", got.reads);
         }
-        // Files not kept, or reads failing from the first or a later one: the
-        // rest of each copy is decoded again, the same events.
+        // Shared input, files not kept, or reads failing from the first or a
+        // later one: the rest of each copy is decoded again, the same events.
         for (keep, succeed) in [(false, usize::MAX), (true, 0), (true, 1), (true, 2)] {
             for ahead in [0, 4] {
-                let (got, end, reread, _) = read_back_events(&archive, ahead, WrittenFiles::new(keep, succeed, false));
-                assert_eq!((got, end), want, "keep {keep}, reads answered {succeed}, ahead {ahead}");
-                assert!(reread > 0, "keep {keep}, reads answered {succeed}");
+                let output = WrittenFiles::new(keep, succeed, false);
+                let got = read_back_events(&archive, true, ahead, limits, output);
+                let case = format!("keep {keep}, reads answered {succeed}, ahead {ahead}");
+                assert_eq!((got.events, got.end), want, "{case}");
+                assert!(got.reread > 0 && got.held == 0, "{case}");
             }
         }
-        // Bytes read back wrong fail the copy's file, never pass as the copy.
-        let (got, end, _, _) = read_back_events(&archive, 4, WrittenFiles::new(true, usize::MAX, true));
-        let err = end.expect("a bad read back fails");
-        assert_eq!(err.kind(), ErrorKind::Corruption, "{err}");
-        assert!(err.to_string().contains("mismatch"), "{err}");
-        let ends = |out: &[Event]| out.iter().filter(|e| matches!(e, Event::FileEnd { .. })).count();
-        assert_eq!(ends(&got), 0, "the first file holds a copy: {}", copies(&got));
+        // Pushed input: files not kept, their sources are held; a read that
+        // fails leaves nothing to make the copy from, a clear error.
+        let got = read_back_events(&archive, false, 4, limits, WrittenFiles::new(false, usize::MAX, false));
+        assert_eq!((got.events, got.end), want);
+        assert!(got.held > 0);
+        let got = read_back_events(&archive, false, 4, limits, WrittenFiles::new(true, 1, false));
+        let err = got.end.expect("a copy not read back fails");
+        assert!(err.to_string().contains("could not be read back"), "{err}");
+        assert_eq!(got.events[..], want.0[..got.events.len()], "the events before it");
+        // Nothing held, so a limit on bytes held does not bind.
+        let small = DecodeLimits {
+            max_retained_bytes: 99,
+            ..limits
+        };
+        let got = read_back_events(&archive, false, 0, small, WrittenFiles::new(true, usize::MAX, false));
+        assert_eq!((got.events, got.end), want);
+        // Bytes read back wrong fail the copy's file (the first file holds a
+        // copy), never pass as the copy.
+        for shared in [true, false] {
+            let got = read_back_events(&archive, shared, 4, limits, WrittenFiles::new(true, usize::MAX, true));
+            let err = got.end.expect("a bad read back fails");
+            assert_eq!(err.kind(), ErrorKind::Corruption, "{err}");
+            assert!(err.to_string().contains("mismatch"), "{err}");
+            assert_eq!(ends(&got.events), 0, "shared {shared}");
+        }
     }
 }
 

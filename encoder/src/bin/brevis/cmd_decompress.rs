@@ -55,9 +55,9 @@ pub struct LimitArgs {
     #[arg(long, value_name = "N", default_value_t = brevis_decoder::DEFAULT_MAX_RATIO)]
     max_ratio: u64,
     /// Refuse to keep more than N bytes at once for later copies of
-    /// deduplicated segments (default 4 GiB). An archive read from a file
-    /// keeps none: `decompress` reads its copies back from the files it wrote,
-    /// `verify` decodes their source's chunks again.
+    /// deduplicated segments (default 4 GiB). `decompress` keeps none: it
+    /// reads copies back from the files it wrote. `verify` keeps none of an
+    /// archive read from a file: it decodes their sources' chunks again.
     #[arg(long, value_name = "N", default_value_t = brevis_decoder::DEFAULT_MAX_RETAINED)]
     max_retained: u64,
     /// The base the archive was compressed against (`compress --base`): an
@@ -950,6 +950,9 @@ struct Outputs {
     /// Files holding segments that later ones copy, by number, kept open (the
     /// descriptor outlives the temporary name the file was written under).
     kept: Vec<(u64, File)>,
+    /// The last read back that failed: what to report if the decode fails for
+    /// it (from a pipe, where the source was not kept otherwise).
+    read_error: Option<std::io::Error>,
 }
 
 /// [`Outputs`] as the decoder sees them.
@@ -983,7 +986,8 @@ impl WrittenOutput for ReadBack {
         let mut outputs = self.0.borrow_mut();
         // Bytes still in the open file's write buffer reach the file first.
         if let Some((_, f)) = outputs.current.as_mut().filter(|c| c.0 == file) {
-            if f.written().is_err() {
+            if let Err(e) = f.written() {
+                outputs.read_error = Some(e);
                 return false;
             }
         }
@@ -993,7 +997,10 @@ impl WrittenOutput for ReadBack {
         #[cfg(unix)]
         {
             use std::os::unix::fs::FileExt;
-            handle.read_exact_at(buf, offset).is_ok()
+            let read = handle.read_exact_at(buf, offset);
+            let ok = read.is_ok();
+            outputs.read_error = read.err().or(outputs.read_error.take());
+            ok
         }
         #[cfg(not(unix))]
         {
@@ -1013,7 +1020,7 @@ pub fn run(args: Args, quiet: bool, threads: usize) -> Result<()> {
     let read_back = Box::new(ReadBack(outputs.clone()));
     let mut written = Vec::new();
     let mut total = 0u64;
-    stream_archive(&args.archive, &args.limits, quiet, threads, Some(read_back), |ev| {
+    let decoded = stream_archive(&args.archive, &args.limits, quiet, threads, Some(read_back), |ev| {
         let mut outputs = outputs.borrow_mut();
         match ev {
             Event::FileStart { path, .. } => {
@@ -1048,7 +1055,19 @@ pub fn run(args: Args, quiet: bool, threads: usize) -> Result<()> {
             _ => {}
         }
         Ok(())
-    })?;
+    });
+    if let Err(e) = decoded {
+        // A copy whose source could not be read back (and was not kept
+        // otherwise): an input/output error, not a damaged archive.
+        let unread = e.chain().any(|c| {
+            c.downcast_ref::<CorruptArchive>()
+                .is_some_and(|c| matches!(c.0.error, FormatError::Invalid { what } if what.contains("read back")))
+        });
+        return match outputs.borrow_mut().read_error.take() {
+            Some(io) if unread => Err(anyhow::Error::new(io).context(format!("{e:#}"))),
+            _ => Err(e),
+        };
+    }
     if !quiet {
         for p in &written {
             eprintln!("{}", p.display());
