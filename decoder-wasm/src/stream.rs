@@ -226,11 +226,6 @@ struct Retained {
 }
 
 impl Retained {
-    /// The segment's length.
-    fn len(&self) -> u64 {
-        self.len
-    }
-
     /// Piece `at..` of its bytes held, if any are left there.
     fn held_piece(&self, at: usize) -> Option<Piece> {
         let end = (at + COPY_PIECE).min(self.bytes.len());
@@ -647,10 +642,12 @@ pub type SharedInput = Arc<dyn AsRef<[u8]> + Send + Sync>;
 /// (feature `shared-input`; see [`StreamDecoder::read_copies_back`]). Files are
 /// numbered from 0 in archive order, as [`ChunkPlace::file`] numbers them.
 ///
-/// Reading back is a hint that only saves work: whatever it cannot do, the
-/// decoder does as without it, and what it reads is hashed into the copy's file
-/// like decoded bytes, so bytes read back wrong fail that file's digest check
-/// (as corruption), never pass as the copy.
+/// What it reads is hashed into the copy's file like decoded bytes, so bytes
+/// read back wrong fail that file's digest check (as corruption), never pass
+/// as the copy. A file it does not keep has its sources kept as without it;
+/// a read that fails makes the decoder decode the rest of the copy again from
+/// shared input, or fail the copy where the input was pushed (and the source
+/// held nothing).
 #[cfg(feature = "shared-input")]
 pub trait WrittenOutput {
     /// A segment that later segments copy starts in file `file` (the open
@@ -660,7 +657,7 @@ pub trait WrittenOutput {
     /// Fills `buf` with the bytes at `offset` in file `file` (one [`Self::keep`]
     /// said yes to), as the [`Event::Data`] pieces the decoder returned for it
     /// gave them: the decoder asks only for bytes of events already returned.
-    /// Returns false where it cannot (the decoder then decodes the source again).
+    /// Returns false where it cannot.
     fn read_at(&mut self, file: u64, offset: u64, buf: &mut [u8]) -> bool;
 }
 
@@ -1550,10 +1547,10 @@ impl StreamDecoder {
                         let source = self.retained.get(*segment).ok_or(FormatError::Invalid {
                             what: "copy source (not a retained earlier segment)",
                         })?;
-                        if source.len() != len {
+                        if source.len != len {
                             return Err(FormatError::LengthMismatch {
                                 what: "copy length (differs from its source's)",
-                                expected: source.len(),
+                                expected: source.len,
                                 found: len,
                             }
                             .into());
@@ -1700,30 +1697,28 @@ impl StreamDecoder {
                 // lies there, not its bytes.
                 #[cfg(feature = "shared-input")]
                 if let Some(source) = seg.source.as_mut() {
-                    {
-                        let place = self.shared.as_ref().and_then(|(input, input_offset)| {
-                            let same = Arc::ptr_eq(input, &source.input) && *input_offset == source.input_offset;
-                            let start = usize::try_from(offset.checked_sub(*input_offset)?).ok()?;
-                            same.then_some(start..start + body.len() + archive::RECORD_OVERHEAD)
-                        });
-                        match place {
-                            Some(range) => {
-                                source.chunks.push((range, data.len() as u64));
-                                source.len += data.len() as u64;
+                    let place = self.shared.as_ref().and_then(|(input, input_offset)| {
+                        let same = Arc::ptr_eq(input, &source.input) && *input_offset == source.input_offset;
+                        let start = usize::try_from(offset.checked_sub(*input_offset)?).ok()?;
+                        same.then_some(start..start + body.len() + archive::RECORD_OVERHEAD)
+                    });
+                    match place {
+                        Some(range) => {
+                            source.chunks.push((range, data.len() as u64));
+                            source.len += data.len() as u64;
+                        }
+                        // Input pushed since the segment started, so this
+                        // record is not in the shared input: the segment's
+                        // bytes are kept after all (unless its copies are
+                        // read back), those so far decoded again.
+                        None => {
+                            if let Some(r) = seg.retain.as_mut().filter(|r| r.written_at.is_none()) {
+                                let limit = self.limits.max_retained_bytes;
+                                hold_retained(&mut self.retained_total, source.declared, limit)?;
+                                r.bytes = source.decode_all(&self.limits.program)?;
+                                (r.holds, r.counted) = (true, source.declared);
                             }
-                            // Input pushed since the segment started, so this
-                            // record is not in the shared input: the segment's
-                            // bytes are kept after all (unless its copies are
-                            // read back), those so far decoded again.
-                            None => {
-                                if let Some(r) = seg.retain.as_mut().filter(|r| r.written_at.is_none()) {
-                                    let limit = self.limits.max_retained_bytes;
-                                    hold_retained(&mut self.retained_total, source.declared, limit)?;
-                                    r.bytes = source.decode_all(&self.limits.program)?;
-                                    (r.holds, r.counted) = (true, source.declared);
-                                }
-                                seg.source = None;
-                            }
+                            seg.source = None;
                         }
                     }
                 }
@@ -1823,7 +1818,7 @@ impl StreamDecoder {
             }
             self.queue.push_back(Event::Data(piece));
         }
-        let len = source.len();
+        let len = source.len;
         if copy.at as u64 >= len {
             source.copies_left -= 1;
             if source.copies_left == 0 {

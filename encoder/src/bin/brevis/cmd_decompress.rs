@@ -933,8 +933,9 @@ fn decode_stream(
     }
 }
 
-/// Files kept open at most for reading copies back ([`Outputs`]); copies of
-/// segments in other files decode their sources again.
+/// Files kept open at most for reading copies back ([`Outputs`]); sources in
+/// other files are kept as without reading back (decoded again from a mapped
+/// archive, held from a pipe).
 const MAX_KEPT: usize = 256;
 
 /// The files `decompress` writes, shared by the loop that writes them and the
@@ -997,10 +998,13 @@ impl WrittenOutput for ReadBack {
         #[cfg(unix)]
         {
             use std::os::unix::fs::FileExt;
-            let read = handle.read_exact_at(buf, offset);
-            let ok = read.is_ok();
-            outputs.read_error = read.err().or(outputs.read_error.take());
-            ok
+            match handle.read_exact_at(buf, offset) {
+                Ok(()) => true,
+                Err(e) => {
+                    outputs.read_error = Some(e);
+                    false
+                }
+            }
         }
         #[cfg(not(unix))]
         {
