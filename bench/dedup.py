@@ -81,9 +81,12 @@ def main() -> None:
     run([builds[0][1], "compress", str(src), "-o", str(archive), "-f", "-q"])
     compress_s = time.perf_counter() - t
 
-    def decompress(brevis: str, threads: int) -> float:
+    def empty_out() -> None:
         shutil.rmtree(out, ignore_errors=True)
         out.mkdir(parents=True)
+
+    def decompress(brevis: str, threads: int) -> float:
+        empty_out()
         t = time.perf_counter()
         run(decompress_argv(brevis, archive, threads, out))
         return time.perf_counter() - t
@@ -94,8 +97,7 @@ def main() -> None:
             subprocess.run(argv, check=True, stdin=cat.stdout, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
 
     def decompress_piped(brevis: str, threads: int) -> float:
-        shutil.rmtree(out, ignore_errors=True)
-        out.mkdir(parents=True)
+        empty_out()
         t = time.perf_counter()
         piped(decompress_argv(brevis, Path("/dev/stdin"), threads, out))
         return time.perf_counter() - t
@@ -118,12 +120,10 @@ def main() -> None:
     for i, (_, brevis) in enumerate(builds):
         for n in (1, 2):
             rss[(i, "verify", n)] = peak_rss_mb(verify_argv(brevis, archive, n))
-            shutil.rmtree(out, ignore_errors=True)
-            out.mkdir(parents=True)
+            empty_out()
             rss[(i, "decompress", n)] = peak_rss_mb(decompress_argv(brevis, archive, n, out))
             exact[(i, "decompress")] = exact.get((i, "decompress"), True) and same_tree(out, src)
-            shutil.rmtree(out)
-            out.mkdir()
+            empty_out()
             with subprocess.Popen(["cat", str(archive)], stdout=subprocess.PIPE) as cat:
                 argv = decompress_argv(brevis, Path("/dev/stdin"), n, out)
                 rss[(i, "decompress from a pipe", n)] = peak_rss_mb(argv, stdin=cat.stdout)

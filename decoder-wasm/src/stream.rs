@@ -182,28 +182,13 @@ struct OpenSegment {
     chunk_no: u64,
     /// For a delta segment: the base tensor's bytes and where the next chunk starts in them.
     base: Option<(Vec<u8>, usize)>,
-    /// For a retained segment: what is kept of it for its copies.
-    retain: Option<Retaining>,
+    /// For a retained segment: its archive-wide index and what is kept of it
+    /// for its copies (its chunk records, while it is decoded, in `source`).
+    retain: Option<(u64, Retained)>,
     /// For a retained segment read from shared input: where its chunk records
     /// lie, kept instead of its bytes.
     #[cfg(feature = "shared-input")]
     source: Option<SourceRecords>,
-}
-
-/// A retained segment being decoded: its archive-wide index, its copies, its
-/// length, and whether its bytes are held (`bytes`, so far).
-struct Retaining {
-    index: u64,
-    copies: u64,
-    len: u64,
-    holds: bool,
-    bytes: Vec<u8>,
-    /// The bytes counted against [`DecodeLimits::max_retained_bytes`] for it.
-    counted: u64,
-    /// The file it lies in and its offset there, when the caller keeps that
-    /// file readable ([`WrittenOutput::keep`]): its copies are read back.
-    #[cfg(feature = "shared-input")]
-    written_at: Option<(u64, u64)>,
 }
 
 /// A retained segment and the copies still to come. Its copies are made from
@@ -211,21 +196,29 @@ struct Retaining {
 /// caller's output (`written_at`) or decoded again from its chunk records
 /// (`source`), with the bytes held only where neither of those is there.
 struct Retained {
+    /// Its bytes (so far, while it is decoded), if held.
     bytes: Vec<u8>,
     copies_left: u64,
     len: u64,
-    /// The bytes counted against [`DecodeLimits::max_retained_bytes`] for it.
+    /// The bytes counted against [`DecodeLimits::max_retained_bytes`] for it:
+    /// its length where its bytes are held, else 0.
     counted: u64,
     /// Where its chunk records lie in shared input, if that was kept instead of
     /// its bytes (`bytes` is then empty).
     #[cfg(feature = "shared-input")]
     source: Option<SourceRecords>,
-    /// Where the caller's output holds it ([`Retaining::written_at`]).
+    /// The file it lies in and its offset there, when the caller keeps that
+    /// file readable ([`WrittenOutput::keep`]): its copies are read back.
     #[cfg(feature = "shared-input")]
     written_at: Option<(u64, u64)>,
 }
 
 impl Retained {
+    /// Whether its bytes are held (they count against the limit exactly then).
+    fn holds(&self) -> bool {
+        self.counted > 0
+    }
+
     /// Piece `at..` of its bytes held, if any are left there.
     fn held_piece(&self, at: usize) -> Option<Piece> {
         let end = (at + COPY_PIECE).min(self.bytes.len());
@@ -413,19 +406,13 @@ impl PendingCopy {
                 }
             }
             // Not read back: the rest is decoded again, from the chunk it
-            // starts in, or taken from the bytes held; with neither (input
-            // not shared), the copy cannot be made.
+            // starts in; without its records (input not shared), the copy
+            // cannot be made (a source read back holds no bytes).
             self.reading_back = false;
-            match &source.source {
-                Some(records) => self.seek(records, limits, reread)?,
-                None if source.bytes.len() as u64 == source.len => {}
-                None => {
-                    return Err(FormatError::Invalid {
-                        what: "copy source (its bytes could not be read back from the output)",
-                    }
-                    .into())
-                }
-            }
+            let records = source.source.as_ref().ok_or(FormatError::Invalid {
+                what: "copy source (its bytes could not be read back from the output)",
+            })?;
+            self.seek(records, limits, reread)?;
         }
         let Some(records) = &source.source else {
             return Ok(source.held_piece(self.at));
@@ -1569,15 +1556,18 @@ impl StreamDecoder {
                     kind: seg.kind,
                     len,
                 });
-                let retain = (seg.retain > 0).then(|| Retaining {
-                    index,
-                    copies: seg.retain,
-                    len,
-                    holds,
-                    bytes: Vec::new(),
-                    counted: if holds { len } else { 0 },
-                    #[cfg(feature = "shared-input")]
-                    written_at,
+                let retain = (seg.retain > 0).then(|| {
+                    let kept = Retained {
+                        bytes: Vec::new(),
+                        copies_left: seg.retain,
+                        len,
+                        counted: if holds { len } else { 0 },
+                        #[cfg(feature = "shared-input")]
+                        source: None,
+                        #[cfg(feature = "shared-input")]
+                        written_at,
+                    };
+                    (index, kept)
                 });
                 #[cfg(feature = "shared-input")]
                 let source = match &self.shared {
@@ -1615,8 +1605,7 @@ impl StreamDecoder {
                         #[cfg(feature = "shared-input")]
                         carry: None,
                         #[cfg(feature = "shared-input")]
-                        reading_back: self.written.is_some()
-                            && self.retained.get(segment).is_some_and(|r| r.written_at.is_some()),
+                        reading_back: self.retained.get(segment).is_some_and(|r| r.written_at.is_some()),
                     });
                     self.state = State::Copy;
                 } else if chunks == 0 {
@@ -1712,17 +1701,17 @@ impl StreamDecoder {
                         // bytes are kept after all (unless its copies are
                         // read back), those so far decoded again.
                         None => {
-                            if let Some(r) = seg.retain.as_mut().filter(|r| r.written_at.is_none()) {
+                            if let Some((_, r)) = seg.retain.as_mut().filter(|r| r.1.written_at.is_none()) {
                                 let limit = self.limits.max_retained_bytes;
                                 hold_retained(&mut self.retained_total, source.declared, limit)?;
                                 r.bytes = source.decode_all(&self.limits.program)?;
-                                (r.holds, r.counted) = (true, source.declared);
+                                r.counted = source.declared;
                             }
                             seg.source = None;
                         }
                     }
                 }
-                if let Some(r) = seg.retain.as_mut().filter(|r| r.holds) {
+                if let Some((_, r)) = seg.retain.as_mut().filter(|r| r.1.holds()) {
                     r.bytes.extend_from_slice(&data);
                 }
                 seg.bytes_left -= data.len() as u64;
@@ -1818,8 +1807,7 @@ impl StreamDecoder {
             }
             self.queue.push_back(Event::Data(piece));
         }
-        let len = source.len;
-        if copy.at as u64 >= len {
+        if copy.at as u64 >= source.len {
             source.copies_left -= 1;
             if source.copies_left == 0 {
                 let counted = source.counted;
@@ -1834,20 +1822,13 @@ impl StreamDecoder {
 
     fn close_segment(&mut self) -> Result<(), DecodeError> {
         if let Some(segment) = self.segment.take() {
-            if let Some(r) = segment.retain {
-                self.retained.insert(
-                    r.index,
-                    Retained {
-                        bytes: r.bytes,
-                        copies_left: r.copies,
-                        len: r.len,
-                        counted: r.counted,
-                        #[cfg(feature = "shared-input")]
-                        source: segment.source,
-                        #[cfg(feature = "shared-input")]
-                        written_at: r.written_at,
-                    },
-                );
+            if let Some((index, kept)) = segment.retain {
+                #[cfg(feature = "shared-input")]
+                let kept = Retained {
+                    source: segment.source,
+                    ..kept
+                };
+                self.retained.insert(index, kept);
             }
         }
         self.queue.push_back(Event::SegmentEnd);
