@@ -238,23 +238,23 @@ fn dedup_many_chunks() -> Vec<u8> {
         ("v", Dtype::F32, vec![1024], tensor_bytes(Dtype::F32, 1024, 2)),
         ("tied", Dtype::BF16, vec![64, 64], w),
     ]);
-    let inputs = [
-        InputFile {
-            archive_path: "a/m.safetensors".into(),
-            data: &file,
-        },
-        InputFile {
-            archive_path: "b/m.safetensors".into(),
-            data: &file,
-        },
-    ];
+    twice(&file, 1024, &CandidateSearch::default())
+}
+
+/// `file` as `a/m.safetensors` and `b/m.safetensors` in one archive of
+/// `chunk_bytes` chunks: the second all copies of the first.
+fn twice(file: &[u8], chunk_bytes: usize, search: &CandidateSearch) -> Vec<u8> {
+    let inputs = ["a", "b"].map(|dir| InputFile {
+        archive_path: format!("{dir}/m.safetensors"),
+        data: file,
+    });
     let options = CompressOptions {
-        chunk_bytes: 1024,
+        chunk_bytes,
         ..CompressOptions::default()
     };
-    let (archive, _, _) =
-        compress_files(Vec::new(), &inputs, &CandidateSearch::default(), &options, &|_| {}).expect("compress");
-    archive
+    compress_files(Vec::new(), &inputs, search, &options, &|_| {})
+        .expect("compress")
+        .0
 }
 
 #[test]
@@ -466,24 +466,7 @@ fn dedup_large_copies() -> Vec<u8> {
         ("w", Dtype::I32, vec![1280, 1024], w.clone()),
         ("tied", Dtype::I32, vec![1280, 1024], w),
     ]);
-    let inputs = [
-        InputFile {
-            archive_path: "a.safetensors".into(),
-            data: &file,
-        },
-        InputFile {
-            archive_path: "b.safetensors".into(),
-            data: &file,
-        },
-    ];
-    let options = CompressOptions {
-        chunk_bytes: 3 << 20,
-        ..CompressOptions::default()
-    };
-    let search = CandidateSearch::with_effort(0);
-    compress_files(Vec::new(), &inputs, &search, &options, &|_| {})
-        .expect("compress")
-        .0
+    twice(&file, 3 << 20, &CandidateSearch::with_effort(0))
 }
 
 #[test]
