@@ -45,6 +45,9 @@ rev=$(cd "$ROOT" && git rev-parse --short HEAD)
   echo "check every digest, and neither hands the decoded bytes on. \"wasm stream\" does that work and more: it copies"
   echo "every decoded chunk out of wasm memory into a new array for the stream's reader. Neither fills an array the size"
   echo "of the file (\"raw\" does: Node touches that fresh memory page by page)."
+  echo "\"native 1T to a pipe\" is the stream's native twin: \`brevis decompress -c --threads 1\` (every file's bytes"
+  echo "handed on, each chunk once its checksums pass) into a pipe that \`timer.py\` empties on the other core, as the"
+  echo "next command of a shell pipeline would; the kernel copies each byte into the pipe, as the stream copies it out."
   echo "The package's APIs (verify, stream, \`decodeArchive\`) hash SHA-256 files with node:crypto, as native \`verify\`"
   echo "uses the CPU's SHA instructions; the raw call hashes them in wasm."
   echo

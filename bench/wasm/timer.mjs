@@ -12,9 +12,12 @@ export function startTimer() {
   });
   const replies = createInterface({ input: child.stdout })[Symbol.asyncIterator]();
   return {
-    /** Runs `argv` once (output to /dev/null); its wall time in seconds. Throws if it failed. */
-    async time(argv) {
-      child.stdin.write(`${JSON.stringify(argv)}\n`);
+    /**
+     * Runs `argv` once (output to /dev/null, or with `{ drain: true }` to a pipe
+     * that timer.py empties); its wall time in seconds. Throws if it failed.
+     */
+    async time(argv, { drain = false } = {}) {
+      child.stdin.write(`${JSON.stringify(drain ? { argv, drain } : argv)}\n`);
       const { value, done } = await replies.next();
       if (done) throw new Error('timer.py ended');
       if (value.startsWith('error')) throw new Error(value);

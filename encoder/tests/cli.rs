@@ -5,7 +5,7 @@ use std::fs;
 use std::process::{Command, Output, Stdio};
 
 mod common;
-use common::{brevis, bundled, compress_reported, ok};
+use common::{brevis, brevis_piped, brevis_with_stdin, bundled, compress_reported, ok};
 
 #[test]
 fn compress_decompress_verify_inspect_round_trip() {
@@ -123,6 +123,113 @@ fn corrupt_archive_exits_3_and_leaves_no_output() {
     let o = brevis(&["verify", "short.brv"], d);
     assert_eq!(o.status.code(), Some(3));
     assert!(String::from_utf8_lossy(&o.stderr).contains("truncated"));
+}
+
+/// `decompress -c` writes the files' bytes to standard output, `-` reads the
+/// archive from standard input (mapped when it is a file at its start, read in
+/// pieces otherwise), and files named after the archive are the only ones
+/// written.
+#[test]
+fn stdout_stdin_and_chosen_files() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let second = weights_file(64);
+    fs::create_dir_all(d.join("m/sub")).unwrap();
+    fs::write(d.join("m/model.safetensors"), bundled()).unwrap();
+    fs::write(d.join("m/sub/w.safetensors"), &second).unwrap();
+    ok(&brevis(&["compress", "m", "-o", "m.brv", "-q"], d));
+    let archive = fs::read(d.join("m.brv")).unwrap();
+    let both = [bundled(), &second[..]].concat();
+
+    // To standard output: every file in archive order, or those named.
+    let o = brevis(&["decompress", "-c", "m.brv"], d);
+    ok(&o);
+    assert!(o.stdout == both, "the files one after another");
+    assert!(String::from_utf8_lossy(&o.stderr).contains("2 file(s)"));
+    let o = brevis(&["decompress", "m.brv", "sub/w.safetensors", "--stdout", "-q"], d);
+    ok(&o);
+    assert!(o.stdout == second, "the named file alone");
+    assert!(o.stderr.is_empty(), "quiet");
+
+    // From standard input: a pipe, a file, and a file read partway.
+    let o = brevis_piped(&["decompress", "-c", "-", "--threads", "2"], d, &archive);
+    ok(&o);
+    assert!(o.stdout == both, "from a pipe");
+    let o = brevis_piped(&["decompress", "-", "-o", "piped", "-q"], d, &archive);
+    ok(&o);
+    assert!(fs::read(d.join("piped/sub/w.safetensors")).unwrap() == second);
+    let from_file = || Stdio::from(fs::File::open(d.join("m.brv")).unwrap());
+    ok(&brevis_with_stdin(&["verify", "-"], d, from_file()));
+    let o = brevis_with_stdin(&["decompress", "-c", "-"], d, from_file());
+    ok(&o);
+    assert!(o.stdout == both, "from a file");
+    let partway = {
+        use std::io::Seek;
+        let mut f = fs::File::open(d.join("m.brv")).unwrap();
+        f.seek(std::io::SeekFrom::Start(10)).unwrap();
+        Stdio::from(f)
+    };
+    let o = brevis_with_stdin(&["verify", "-"], d, partway);
+    assert_eq!(
+        o.status.code(),
+        Some(3),
+        "the archive starts where reading is, not at the file's start"
+    );
+    assert!(String::from_utf8_lossy(&o.stderr).contains("magic"));
+
+    // Named files only: the others are not written.
+    ok(&brevis(
+        &["decompress", "m.brv", "model.safetensors", "-o", "one", "-q"],
+        d,
+    ));
+    assert!(fs::read(d.join("one/model.safetensors")).unwrap() == bundled());
+    assert!(!d.join("one/sub").exists(), "only the named file");
+    // A name the archive does not hold: an error that names it.
+    let o = brevis(&["decompress", "m.brv", "nope.bin", "-o", "none", "-q"], d);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("not in the archive: nope.bin"));
+    assert_eq!(fs::read_dir(d.join("none")).map_or(0, |r| r.count()), 0);
+    let o = brevis(&["decompress", "m.brv", "nope.bin", "--salvage", "-o", "none"], d);
+    assert_eq!(o.status.code(), Some(1), "salvage checks the names before writing");
+    assert!(!d.join("none").exists() || fs::read_dir(d.join("none")).unwrap().count() == 0);
+
+    // Refused: with a folder, salvage from standard input, a damaged archive.
+    assert_eq!(
+        brevis(&["decompress", "-c", "m.brv", "-o", "x"], d).status.code(),
+        Some(2)
+    );
+    let o = brevis_with_stdin(&["decompress", "--salvage", "-"], d, from_file());
+    assert_eq!(o.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("give it as a file"));
+    let mut bad = archive.clone();
+    let mid = bad.len() / 2;
+    bad[mid] ^= 1;
+    fs::write(d.join("bad.brv"), &bad).unwrap();
+    let o = brevis(&["decompress", "-c", "bad.brv"], d);
+    assert_eq!(o.status.code(), Some(3));
+    assert!(o.stdout.len() < both.len(), "stops at the damage");
+
+    // Not to a terminal, unless forced: `script` (util-linux, in every Debian)
+    // runs the command on a terminal of its own.
+    if Command::new("script")
+        .arg("--version")
+        .output()
+        .is_ok_and(|o| o.status.success())
+    {
+        let bin = env!("CARGO_BIN_EXE_brevis");
+        let at_terminal = |flags: &str| {
+            Command::new("script")
+                .args(["-qec", &format!("'{bin}' decompress -c {flags} m.brv"), "/dev/null"])
+                .current_dir(d)
+                .stdin(Stdio::null())
+                .output()
+                .expect("run script")
+        };
+        let o = at_terminal("");
+        assert_eq!(o.status.code(), Some(1));
+        assert!(String::from_utf8_lossy(&o.stdout).contains("standard output is a terminal"));
+        assert!(at_terminal("--force -q").status.success());
+    }
 }
 
 #[test]

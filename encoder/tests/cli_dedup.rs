@@ -5,7 +5,7 @@ use std::fs;
 use std::path::Path;
 
 mod common;
-use common::{brevis, bundled, ok};
+use common::{brevis, brevis_piped, bundled, ok};
 
 fn size(p: &Path) -> u64 {
     fs::metadata(p).unwrap().len()
@@ -104,6 +104,43 @@ fn copies_hold_nothing_from_a_mapped_archive_and_their_source_from_a_pipe() {
     for f in ["a.safetensors", "b/a.safetensors"] {
         assert!(fs::read(d.join("piped").join(f)).unwrap() == bundled(), "piped/{f}");
     }
+}
+
+/// `decompress --stdout` cannot read copies back from what it wrote: from a
+/// file it decodes their sources again (nothing held, `--max-retained 1` does
+/// not bind), from a pipe it holds them within `--max-retained`, as `verify`.
+#[test]
+fn copies_to_standard_output_are_decoded_again_or_held() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    fs::create_dir_all(d.join("m/b")).unwrap();
+    fs::write(d.join("m/a.safetensors"), bundled()).unwrap();
+    fs::write(d.join("m/b/a.safetensors"), bundled()).unwrap();
+    ok(&brevis(&["compress", "m", "-o", "m.brv", "-q"], d));
+    let archive = fs::read(d.join("m.brv")).unwrap();
+    let twice = [bundled(), bundled()].concat();
+    for threads in ["1", "2"] {
+        let args = ["--threads", threads, "decompress", "-c", "--max-retained", "1"];
+        let o = brevis(&[&args[..], &["m.brv"]].concat(), d);
+        ok(&o);
+        assert!(o.stdout == twice, "from a file, {threads} thread(s)");
+        let o = brevis_piped(&[&args[..], &["-"]].concat(), d, &archive);
+        assert_eq!(o.status.code(), Some(3), "from a pipe the source must be held");
+        assert!(String::from_utf8_lossy(&o.stderr).contains("retained bytes"));
+        let o = brevis_piped(&["--threads", threads, "decompress", "-c", "-"], d, &archive);
+        ok(&o);
+        assert!(o.stdout == twice, "from a pipe, {threads} thread(s)");
+    }
+    // The copy alone: its source's file is not written, and not needed.
+    let o = brevis(&["decompress", "-c", "m.brv", "b/a.safetensors"], d);
+    ok(&o);
+    assert!(o.stdout == bundled());
+    ok(&brevis(
+        &["decompress", "m.brv", "b/a.safetensors", "-o", "copy", "-q"],
+        d,
+    ));
+    assert!(fs::read(d.join("copy/b/a.safetensors")).unwrap() == bundled());
+    assert!(!d.join("copy/a.safetensors").exists());
 }
 
 #[test]

@@ -39,3 +39,40 @@ pub fn compress_reported(dir: &Path, out: &str, flags: &[&str]) -> (Vec<u8>, ser
     let archive = std::fs::read(dir.join(out)).expect("the archive");
     (archive, serde_json::from_str(&r).expect("a JSON report"))
 }
+
+/// Runs `brevis` with `args` in `cwd`, its standard input `stdin`.
+#[allow(dead_code)]
+pub fn brevis_with_stdin(args: &[&str], cwd: &Path, stdin: std::process::Stdio) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_brevis"))
+        .args(args)
+        .current_dir(cwd)
+        .stdin(stdin)
+        .output()
+        .expect("run brevis")
+}
+
+/// Runs `brevis` with `args` in `cwd`, `input` written to its standard input
+/// through a pipe (from another thread, so that neither side waits on the
+/// other's full pipe).
+#[allow(dead_code)]
+pub fn brevis_piped(args: &[&str], cwd: &Path, input: &[u8]) -> Output {
+    use std::io::Write;
+    use std::process::Stdio;
+    let mut child = Command::new(env!("CARGO_BIN_EXE_brevis"))
+        .args(args)
+        .current_dir(cwd)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("run brevis");
+    let mut pipe = child.stdin.take().expect("its stdin");
+    let input = input.to_vec();
+    // It stops reading at the first error: a broken pipe then is no failure.
+    let writer = std::thread::spawn(move || {
+        let _ = pipe.write_all(&input);
+    });
+    let out = child.wait_with_output().expect("brevis ran");
+    writer.join().expect("the writer");
+    out
+}
