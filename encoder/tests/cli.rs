@@ -229,6 +229,15 @@ fn stdout_stdin_and_chosen_files() {
         assert_eq!(o.status.code(), Some(1));
         assert!(String::from_utf8_lossy(&o.stdout).contains("standard output is a terminal"));
         assert!(at_terminal("--force -q").status.success());
+        // Nor `-` from a terminal, which would wait for typing.
+        let o = Command::new("script")
+            .args(["-qec", &format!("'{bin}' verify -"), "/dev/null"])
+            .current_dir(d)
+            .stdin(Stdio::null())
+            .output()
+            .expect("run script");
+        assert_eq!(o.status.code(), Some(1));
+        assert!(String::from_utf8_lossy(&o.stdout).contains("standard input is a terminal"));
     }
 }
 

@@ -373,6 +373,11 @@ fn stream_archive(
 /// The archive named on the command line, opened: `-` is standard input.
 fn open_archive(path: &Path) -> Result<File> {
     if path == Path::new("-") {
+        use std::io::IsTerminal;
+        // What a terminal would type is no archive: fail at once rather than wait.
+        if std::io::stdin().is_terminal() {
+            anyhow::bail!("standard input is a terminal: pipe the archive in, or name its file");
+        }
         return std_stream(std::io::stdin()).context("cannot read the archive from standard input");
     }
     File::open(path).with_context(|| format!("cannot open `{}`", path.display()))
@@ -1182,8 +1187,10 @@ const PIPE_BYTES: libc::c_int = 1 << 20;
 /// Where `file` is a pipe (Linux), asks the kernel to let it hold 1 MiB
 /// instead of 64 KiB: a writer of MiBs and its reader then take turns 16
 /// times less often. `brevis decompress -c --threads 1` of the `--fast-decode`
-/// BF16 and FP32 corpus archives into a pipe that a reader emptied took 39 and
-/// 80 ms instead of 58 and 147 (best of 15; 26 and 56 ms to `/dev/null`).
+/// BF16 and FP32 corpus archives into a pipe emptied as `bench/wasm/timer.py`
+/// empties it (1 MiB reads on the other core) took 39 and 80 ms instead of 58
+/// and 147 (best of 15, builds with and without it; 26 and 56 ms to
+/// `/dev/null`).
 fn widen_pipe(file: &File) {
     #[cfg(target_os = "linux")]
     {
