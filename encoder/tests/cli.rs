@@ -538,19 +538,8 @@ fn tied_file() -> Vec<u8> {
 /// its standard input through a pipe: read in pieces, as archives that cannot
 /// be mapped are (regular files are mapped).
 fn verify_piped(archive: &[u8], threads: &str) -> Output {
-    use std::io::Write;
-    let mut child = Command::new(env!("CARGO_BIN_EXE_brevis"))
-        .args(["verify", "-q", "--threads", threads, "/dev/stdin"])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("run brevis");
-    let mut stdin = child.stdin.take().expect("its stdin");
-    // It stops reading at the first error: a broken pipe then is no failure.
-    let _ = stdin.write_all(archive);
-    drop(stdin);
-    child.wait_with_output().expect("brevis ran")
+    let args = ["verify", "-q", "--threads", threads, "/dev/stdin"];
+    brevis_piped(&args, std::path::Path::new("."), archive)
 }
 
 #[test]

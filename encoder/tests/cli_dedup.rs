@@ -11,6 +11,18 @@ fn size(p: &Path) -> u64 {
     fs::metadata(p).unwrap().len()
 }
 
+/// A folder `m` holding the bundled model twice (`a.safetensors`,
+/// `b/a.safetensors`), compressed to `m.brv`: the second a copy of the first.
+fn model_twice() -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    fs::create_dir_all(d.join("m/b")).unwrap();
+    fs::write(d.join("m/a.safetensors"), bundled()).unwrap();
+    fs::write(d.join("m/b/a.safetensors"), bundled()).unwrap();
+    ok(&brevis(&["compress", "m", "-o", "m.brv", "-q"], d));
+    dir
+}
+
 #[test]
 fn a_folder_with_the_same_model_twice_costs_barely_more_than_once() {
     let dir = tempfile::tempdir().unwrap();
@@ -44,12 +56,8 @@ fn a_folder_with_the_same_model_twice_costs_barely_more_than_once() {
 /// `decompress` reads them back from the files written, holding nothing.
 #[test]
 fn copies_hold_nothing_from_a_mapped_archive_and_their_source_from_a_pipe() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = model_twice();
     let d = dir.path();
-    fs::create_dir_all(d.join("m/b")).unwrap();
-    fs::write(d.join("m/a.safetensors"), bundled()).unwrap();
-    fs::write(d.join("m/b/a.safetensors"), bundled()).unwrap();
-    ok(&brevis(&["compress", "m", "-o", "m.brv", "-q"], d));
     // SHA-256 file digests, and XXH3-128 ones (hashed in turn on two threads).
     ok(&brevis(&["compress", "m", "-o", "fast.brv", "-q", "--fast-decode"], d));
     for archive in ["m.brv", "fast.brv"] {
@@ -73,25 +81,12 @@ fn copies_hold_nothing_from_a_mapped_archive_and_their_source_from_a_pipe() {
         ("verify", "100000000", false),
         ("decompress", "1", false),
     ] {
-        use std::io::Write;
-        use std::process::{Command, Stdio};
-        let mut child = Command::new(env!("CARGO_BIN_EXE_brevis"))
-            .args(["--threads", "2", command, "--max-retained", limit, "/dev/stdin"])
-            .args(if command == "decompress" {
-                &["-o", "piped"][..]
-            } else {
-                &[]
-            })
-            .current_dir(d)
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap();
-        let archive = fs::read(d.join("m.brv")).unwrap();
+        let mut args = vec!["--threads", "2", command, "--max-retained", limit, "/dev/stdin"];
+        if command == "decompress" {
+            args.extend(["-o", "piped"]);
+        }
         // The decoder may stop reading at the refusal: a broken pipe is fine.
-        let _ = child.stdin.take().unwrap().write_all(&archive);
-        let out = child.wait_with_output().unwrap();
+        let out = brevis_piped(&args, d, &fs::read(d.join("m.brv")).unwrap());
         let err = String::from_utf8_lossy(&out.stderr);
         if refused {
             assert_eq!(out.status.code(), Some(3), "{err}");
@@ -111,12 +106,8 @@ fn copies_hold_nothing_from_a_mapped_archive_and_their_source_from_a_pipe() {
 /// not bind), from a pipe it holds them within `--max-retained`, as `verify`.
 #[test]
 fn copies_to_standard_output_are_decoded_again_or_held() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = model_twice();
     let d = dir.path();
-    fs::create_dir_all(d.join("m/b")).unwrap();
-    fs::write(d.join("m/a.safetensors"), bundled()).unwrap();
-    fs::write(d.join("m/b/a.safetensors"), bundled()).unwrap();
-    ok(&brevis(&["compress", "m", "-o", "m.brv", "-q"], d));
     let archive = fs::read(d.join("m.brv")).unwrap();
     let twice = [bundled(), bundled()].concat();
     for threads in ["1", "2"] {
