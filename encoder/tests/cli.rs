@@ -125,6 +125,28 @@ fn corrupt_archive_exits_3_and_leaves_no_output() {
     assert!(String::from_utf8_lossy(&o.stderr).contains("truncated"));
 }
 
+/// Runs `brevis ARGS` (words split by the shell) in `cwd` on a terminal of its
+/// own, which `script` (util-linux: in every Debian) gives it: its standard
+/// input and output are that terminal, and what it prints comes back as the
+/// output's stdout. `None` where there is no `script`.
+fn on_a_terminal(args: &str, cwd: &std::path::Path) -> Option<Output> {
+    Command::new("script")
+        .arg("--version")
+        .output()
+        .ok()?
+        .status
+        .success()
+        .then_some(())?;
+    let bin = env!("CARGO_BIN_EXE_brevis");
+    let o = Command::new("script")
+        .args(["-qec", &format!("'{bin}' {args}"), "/dev/null"])
+        .current_dir(cwd)
+        .stdin(Stdio::null())
+        .output()
+        .expect("run script");
+    Some(o)
+}
+
 /// `decompress -c` writes the files' bytes to standard output, `-` reads the
 /// archive from standard input (mapped when it is a file at its start, read in
 /// pieces otherwise), and files named after the archive are the only ones
@@ -209,35 +231,53 @@ fn stdout_stdin_and_chosen_files() {
     assert_eq!(o.status.code(), Some(3));
     assert!(o.stdout.len() < both.len(), "stops at the damage");
 
-    // Not to a terminal, unless forced: `script` (util-linux, in every Debian)
-    // runs the command on a terminal of its own.
-    if Command::new("script")
-        .arg("--version")
-        .output()
-        .is_ok_and(|o| o.status.success())
-    {
-        let bin = env!("CARGO_BIN_EXE_brevis");
-        let at_terminal = |flags: &str| {
-            Command::new("script")
-                .args(["-qec", &format!("'{bin}' decompress -c {flags} m.brv"), "/dev/null"])
-                .current_dir(d)
-                .stdin(Stdio::null())
-                .output()
-                .expect("run script")
-        };
-        let o = at_terminal("");
+    // Not to a terminal, unless forced; nor from one, which would wait for typing.
+    if let Some(o) = on_a_terminal("decompress -c m.brv", d) {
         assert_eq!(o.status.code(), Some(1));
         assert!(String::from_utf8_lossy(&o.stdout).contains("standard output is a terminal"));
-        assert!(at_terminal("--force -q").status.success());
-        // Nor `-` from a terminal, which would wait for typing.
-        let o = Command::new("script")
-            .args(["-qec", &format!("'{bin}' verify -"), "/dev/null"])
-            .current_dir(d)
-            .stdin(Stdio::null())
-            .output()
-            .expect("run script");
+        let o = on_a_terminal("decompress -c --force -q m.brv", d).expect("script ran before");
+        assert!(o.status.success());
+        let o = on_a_terminal("verify -", d).expect("script ran before");
         assert_eq!(o.status.code(), Some(1));
         assert!(String::from_utf8_lossy(&o.stdout).contains("standard input is a terminal"));
+    }
+}
+
+/// `compress -c` writes the same archive to standard output as to a file, and
+/// refuses standard output that is one of the inputs or a terminal.
+#[test]
+fn compress_to_standard_output() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    fs::write(d.join("m.safetensors"), bundled()).unwrap();
+    ok(&brevis(&["compress", "m.safetensors", "-q", "-o", "file.brv"], d));
+    let o = brevis(&["compress", "m.safetensors", "-c"], d);
+    ok(&o);
+    assert!(o.stdout == fs::read(d.join("file.brv")).unwrap(), "the same archive");
+    assert!(String::from_utf8_lossy(&o.stderr).contains("-> standard output"));
+
+    // Appending to the input (`>>`): refused, the input untouched.
+    let append = fs::OpenOptions::new()
+        .append(true)
+        .open(d.join("m.safetensors"))
+        .unwrap();
+    let o = Command::new(env!("CARGO_BIN_EXE_brevis"))
+        .args(["compress", "m.safetensors", "-c"])
+        .current_dir(d)
+        .stdout(Stdio::from(append))
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("standard output is one of the inputs"));
+    assert!(fs::read(d.join("m.safetensors")).unwrap() == bundled());
+
+    for clash in ["-o", "--report"] {
+        let o = brevis(&["compress", "m.safetensors", "-c", clash, "x"], d);
+        assert_eq!(o.status.code(), Some(2), "{clash}");
+    }
+    if let Some(o) = on_a_terminal("compress -c m.safetensors", d) {
+        assert_eq!(o.status.code(), Some(1));
+        assert!(String::from_utf8_lossy(&o.stdout).contains("standard output is a terminal"));
     }
 }
 

@@ -1,5 +1,6 @@
 //! `brevis compress IN... [-o OUT]`.
 
+use std::io::Write;
 use std::path::PathBuf;
 
 use anyhow::{bail, Context, Result};
@@ -8,7 +9,9 @@ use brevis_encoder::atomic::AtomicFile;
 use brevis_encoder::synth::{AStarSearch, CandidateSearch, Prior, Synthesizer};
 use brevis_encoder::{compress_files_with_base, CompressOptions, DEFAULT_CHUNK_BYTES, FAST_DECODE_CHUNK_BYTES};
 
-use crate::common::{collect_inputs, human, input_files, load_base, map_sources, progress, ratio};
+use crate::common::{
+    collect_inputs, human, input_files, load_base, map_sources, progress, ratio, std_stream, widen_pipe, Source,
+};
 
 #[derive(clap::Args)]
 pub struct Args {
@@ -18,7 +21,13 @@ pub struct Args {
     /// Archive to write (default: the first input's name + `.brv`).
     #[arg(short, long)]
     output: Option<PathBuf>,
-    /// Overwrite the output if it exists.
+    /// Write the archive to standard output instead of a file, as it is made
+    /// (a failure stops it with an error and a non-zero exit code after what
+    /// was written). Refused when standard output is a terminal, unless with
+    /// `--force`, or one of the inputs.
+    #[arg(short = 'c', long, conflicts_with_all = ["output", "report"])]
+    stdout: bool,
+    /// Overwrite the output if it exists (with `--stdout`: write to a terminal).
     #[arg(short, long)]
     force: bool,
     /// Search effort: 0 fastest, 1 default, 2 tries more.
@@ -82,6 +91,48 @@ pub struct Args {
     /// default each is stored once and copied).
     #[arg(long)]
     no_dedup: bool,
+}
+
+/// Bytes gathered before a write to standard output (a chunk's record is
+/// about a MiB or a few).
+const STDOUT_BUFFER: usize = 1 << 20;
+
+/// The archive's path: `--output`, or the first input's name + `.brv`.
+fn output_path(args: &Args) -> Result<PathBuf> {
+    if let Some(o) = &args.output {
+        return Ok(o.clone());
+    }
+    let first = &args.inputs[0];
+    let name = first
+        .file_name()
+        .context("input has no name")?
+        .to_string_lossy()
+        .into_owned();
+    Ok(first.with_file_name(format!("{}.brv", name.trim_end_matches('/'))))
+}
+
+/// Refuses standard output as the archive where it is a terminal (unless
+/// `force`) or one of the inputs (`>>` appending to it, say: `>` has emptied
+/// it already, and the archive would hold nothing of it).
+fn stdout_for(sources: &[Source], force: bool) -> Result<()> {
+    use std::io::IsTerminal;
+    if std::io::stdout().is_terminal() && !force {
+        bail!("standard output is a terminal: redirect it to a file or a pipe (or add --force)");
+    }
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::MetadataExt;
+        let out = std_stream(std::io::stdout())
+            .and_then(|f| f.metadata())
+            .context("cannot write to standard output")?;
+        for s in sources {
+            let same = std::fs::metadata(&s.disk).is_ok_and(|m| m.dev() == out.dev() && m.ino() == out.ino());
+            if out.is_file() && same {
+                bail!("standard output is one of the inputs (`{}`)", s.disk.display());
+            }
+        }
+    }
+    Ok(())
 }
 
 /// The hashes `--digest` names.
@@ -149,23 +200,18 @@ fn synthesizer(args: &Args) -> Result<Box<dyn Synthesizer>> {
 pub fn run(args: Args, quiet: bool) -> Result<()> {
     let synth = synthesizer(&args)?;
     let sources = collect_inputs(&args.inputs)?;
-    let output = match args.output {
-        Some(o) => o,
-        None => {
-            let first = &args.inputs[0];
-            let name = first
-                .file_name()
-                .context("input has no name")?
-                .to_string_lossy()
-                .into_owned();
-            first.with_file_name(format!("{}.brv", name.trim_end_matches('/')))
-        }
+    // `None`: standard output.
+    let output = if args.stdout {
+        stdout_for(&sources, args.force)?;
+        None
+    } else {
+        Some(output_path(&args)?)
     };
     // Never write over an input, even with -f.
-    if let Ok(out_canon) = output.canonicalize() {
+    if let Some((out, Ok(out_canon))) = output.as_ref().map(|o| (o, o.canonicalize())) {
         for s in &sources {
             if s.disk.canonicalize().map(|c| c == out_canon).unwrap_or(false) {
-                bail!("output `{}` is one of the inputs", output.display());
+                bail!("output `{}` is one of the inputs", out.display());
             }
         }
     }
@@ -174,8 +220,6 @@ pub fn run(args: Args, quiet: bool) -> Result<()> {
     let total: u64 = files.iter().map(|f| f.data.len() as u64).sum();
     let base = args.base.as_deref().map(load_base).transpose()?;
 
-    let out =
-        AtomicFile::create(&output, args.force).with_context(|| format!("cannot write `{}`", output.display()))?;
     let pb = progress(total, quiet, "compress");
     let recorder = crate::report::Recorder::new(&*synth);
     let search: &dyn Synthesizer = if args.report.is_some() { &recorder } else { &*synth };
@@ -195,11 +239,28 @@ pub fn run(args: Args, quiet: bool) -> Result<()> {
         },
         ..CompressOptions::default()
     };
-    let (out, len, reports) = compress_files_with_base(out, &files, base.as_ref(), search, &opts, &|n| pb.inc(n))?;
-    out.commit()
-        .with_context(|| format!("cannot write `{}`", output.display()))?;
-    if let Some(path) = &args.report {
-        let data = crate::common::map_file(&output)?;
+    let progress = |n| pb.inc(n);
+    let (len, reports) = match &output {
+        Some(path) => {
+            let out =
+                AtomicFile::create(path, args.force).with_context(|| format!("cannot write `{}`", path.display()))?;
+            let (out, len, reports) = compress_files_with_base(out, &files, base.as_ref(), search, &opts, &progress)?;
+            out.commit()
+                .with_context(|| format!("cannot write `{}`", path.display()))?;
+            (len, reports)
+        }
+        None => {
+            let stdout = std_stream(std::io::stdout()).context("cannot write to standard output")?;
+            widen_pipe(&stdout);
+            let out = std::io::BufWriter::with_capacity(STDOUT_BUFFER, stdout);
+            let (mut out, len, reports) =
+                compress_files_with_base(out, &files, base.as_ref(), search, &opts, &progress)?;
+            out.flush().context("cannot write to standard output")?;
+            (len, reports)
+        }
+    };
+    if let (Some(path), Some(output)) = (&args.report, &output) {
+        let data = crate::common::map_file(output)?;
         let json = crate::report::report_json(&data, &recorder, &reports, started.elapsed())?;
         std::fs::write(path, json).with_context(|| format!("cannot write `{}`", path.display()))?;
     }
@@ -221,10 +282,11 @@ pub fn run(args: Args, quiet: bool) -> Result<()> {
             eprintln!("{copies} segment(s) stored as copies of identical ones, {deltas} tensor(s) as differences from the base");
         }
         let secs = started.elapsed().as_secs_f64();
+        let to = output.map_or("standard output".into(), |o| o.display().to_string());
         eprintln!(
             "{} -> {}: {} -> {} ({:.4}x) in {:.2}s, {:.1} MB/s",
             args.inputs[0].display(),
-            output.display(),
+            to,
             human(total),
             human(len),
             ratio(total, len),
