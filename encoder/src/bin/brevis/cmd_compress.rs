@@ -9,9 +9,7 @@ use brevis_encoder::atomic::AtomicFile;
 use brevis_encoder::synth::{AStarSearch, CandidateSearch, Prior, Synthesizer};
 use brevis_encoder::{compress_files_with_base, CompressOptions, DEFAULT_CHUNK_BYTES, FAST_DECODE_CHUNK_BYTES};
 
-use crate::common::{
-    collect_inputs, human, input_files, load_base, map_sources, progress, ratio, std_stream, widen_pipe, Source,
-};
+use crate::common::{collect_inputs, human, input_files, load_base, map_sources, progress, ratio, stdout_file, Source};
 
 #[derive(clap::Args)]
 pub struct Args {
@@ -93,6 +91,14 @@ pub struct Args {
     no_dedup: bool,
 }
 
+/// Where `compress` writes the archive.
+enum Destination {
+    /// A file, written atomically (`--output`, or the default name).
+    File(PathBuf),
+    /// Standard output (`--stdout`), checked and opened before any work.
+    Stdout(std::fs::File),
+}
+
 /// Bytes gathered before a write to standard output (a chunk's record is
 /// about a MiB or a few).
 const STDOUT_BUFFER: usize = 1 << 20;
@@ -111,20 +117,15 @@ fn output_path(args: &Args) -> Result<PathBuf> {
     Ok(first.with_file_name(format!("{}.brv", name.trim_end_matches('/'))))
 }
 
-/// Refuses standard output as the archive where it is a terminal (unless
-/// `force`) or one of the inputs (`>>` appending to it, say: `>` has emptied
-/// it already, and the archive would hold nothing of it).
-fn stdout_for(sources: &[Source], force: bool) -> Result<()> {
-    use std::io::IsTerminal;
-    if std::io::stdout().is_terminal() && !force {
-        bail!("standard output is a terminal: redirect it to a file or a pipe (or add --force)");
-    }
+/// Standard output as the archive ([`stdout_file`]), refused where it is one
+/// of the inputs (`>>` appending to it, say: `>` has emptied it already, and
+/// the archive would hold nothing of it).
+fn stdout_for(sources: &[Source], force: bool) -> Result<std::fs::File> {
+    let stdout = stdout_file(force)?;
     #[cfg(unix)]
     {
         use std::os::unix::fs::MetadataExt;
-        let out = std_stream(std::io::stdout())
-            .and_then(|f| f.metadata())
-            .context("cannot write to standard output")?;
+        let out = stdout.metadata().context("cannot write to standard output")?;
         for s in sources {
             let same = std::fs::metadata(&s.disk).is_ok_and(|m| m.dev() == out.dev() && m.ino() == out.ino());
             if out.is_file() && same {
@@ -132,7 +133,7 @@ fn stdout_for(sources: &[Source], force: bool) -> Result<()> {
             }
         }
     }
-    Ok(())
+    Ok(stdout)
 }
 
 /// The hashes `--digest` names.
@@ -200,18 +201,18 @@ fn synthesizer(args: &Args) -> Result<Box<dyn Synthesizer>> {
 pub fn run(args: Args, quiet: bool) -> Result<()> {
     let synth = synthesizer(&args)?;
     let sources = collect_inputs(&args.inputs)?;
-    // `None`: standard output.
-    let output = if args.stdout {
-        stdout_for(&sources, args.force)?;
-        None
+    let dest = if args.stdout {
+        Destination::Stdout(stdout_for(&sources, args.force)?)
     } else {
-        Some(output_path(&args)?)
+        Destination::File(output_path(&args)?)
     };
     // Never write over an input, even with -f.
-    if let Some((out, Ok(out_canon))) = output.as_ref().map(|o| (o, o.canonicalize())) {
-        for s in &sources {
-            if s.disk.canonicalize().map(|c| c == out_canon).unwrap_or(false) {
-                bail!("output `{}` is one of the inputs", out.display());
+    if let Destination::File(out) = &dest {
+        if let Ok(out_canon) = out.canonicalize() {
+            for s in &sources {
+                if s.disk.canonicalize().is_ok_and(|c| c == out_canon) {
+                    bail!("output `{}` is one of the inputs", out.display());
+                }
             }
         }
     }
@@ -240,18 +241,26 @@ pub fn run(args: Args, quiet: bool) -> Result<()> {
         ..CompressOptions::default()
     };
     let progress = |n| pb.inc(n);
-    let (len, reports) = match &output {
-        Some(path) => {
+    let to = match &dest {
+        Destination::File(path) => path.display().to_string(),
+        Destination::Stdout(_) => "standard output".into(),
+    };
+    let (len, reports) = match dest {
+        Destination::File(path) => {
             let out =
-                AtomicFile::create(path, args.force).with_context(|| format!("cannot write `{}`", path.display()))?;
+                AtomicFile::create(&path, args.force).with_context(|| format!("cannot write `{}`", path.display()))?;
             let (out, len, reports) = compress_files_with_base(out, &files, base.as_ref(), search, &opts, &progress)?;
             out.commit()
                 .with_context(|| format!("cannot write `{}`", path.display()))?;
+            // `--report` reads the archive written (it conflicts with `--stdout`).
+            if let Some(report) = &args.report {
+                let data = crate::common::map_file(&path)?;
+                let json = crate::report::report_json(&data, &recorder, &reports, started.elapsed())?;
+                std::fs::write(report, json).with_context(|| format!("cannot write `{}`", report.display()))?;
+            }
             (len, reports)
         }
-        None => {
-            let stdout = std_stream(std::io::stdout()).context("cannot write to standard output")?;
-            widen_pipe(&stdout);
+        Destination::Stdout(stdout) => {
             let out = std::io::BufWriter::with_capacity(STDOUT_BUFFER, stdout);
             let (mut out, len, reports) =
                 compress_files_with_base(out, &files, base.as_ref(), search, &opts, &progress)?;
@@ -259,11 +268,6 @@ pub fn run(args: Args, quiet: bool) -> Result<()> {
             (len, reports)
         }
     };
-    if let (Some(path), Some(output)) = (&args.report, &output) {
-        let data = crate::common::map_file(output)?;
-        let json = crate::report::report_json(&data, &recorder, &reports, started.elapsed())?;
-        std::fs::write(path, json).with_context(|| format!("cannot write `{}`", path.display()))?;
-    }
     pb.finish_and_clear();
     let fallbacks: u64 = reports.iter().map(|r| r.verify_fallbacks).sum();
     if fallbacks > 0 {
@@ -282,7 +286,6 @@ pub fn run(args: Args, quiet: bool) -> Result<()> {
             eprintln!("{copies} segment(s) stored as copies of identical ones, {deltas} tensor(s) as differences from the base");
         }
         let secs = started.elapsed().as_secs_f64();
-        let to = output.map_or("standard output".into(), |o| o.display().to_string());
         eprintln!(
             "{} -> {}: {} -> {} ({:.4}x) in {:.2}s, {:.1} MB/s",
             args.inputs[0].display(),

@@ -16,7 +16,7 @@ use brevis_decoder::{
 use brevis_encoder::atomic::AtomicFile;
 use brevis_encoder::BaseTensors;
 
-use crate::common::{human, load_base, map_file, progress, std_stream, widen_pipe, CorruptArchive};
+use crate::common::{human, load_base, map_file, progress, std_stream, stdout_file, CorruptArchive};
 use crate::shared_xxh3::SharedXxh3;
 use std::io::Write;
 
@@ -1169,13 +1169,7 @@ const STDOUT_BUFFER: usize = 256 << 10;
 /// their sources again (or held, from a pipe), as `verify` does: standard
 /// output cannot be read back.
 fn to_stdout(args: Args, quiet: bool, threads: usize) -> Result<()> {
-    use std::io::IsTerminal;
-    if std::io::stdout().is_terminal() && !args.force {
-        anyhow::bail!("standard output is a terminal: redirect it to a file or a pipe (or add --force)");
-    }
-    let stdout = std_stream(std::io::stdout()).context("cannot write to standard output")?;
-    widen_pipe(&stdout);
-    let mut out = std::io::BufWriter::with_capacity(STDOUT_BUFFER, stdout);
+    let mut out = std::io::BufWriter::with_capacity(STDOUT_BUFFER, stdout_file(args.force)?);
     let mut selection = Selection::new(args.files);
     let (mut writing, mut files, mut total) = (false, 0usize, 0u64);
     stream_archive(&args.archive, &args.limits, quiet, threads, None, |ev| {

@@ -257,6 +257,17 @@ pub fn std_stream(stream: impl std::os::windows::io::AsHandle) -> std::io::Resul
     Ok(File::from(stream.as_handle().try_clone_to_owned()?))
 }
 
+/// Standard output, for an archive's or files' bytes (`--stdout`): refused
+/// where it is a terminal, unless `force`; widened where it is a pipe.
+pub fn stdout_file(force: bool) -> Result<File> {
+    if std::io::stdout().is_terminal() && !force {
+        bail!("standard output is a terminal: redirect it to a file or a pipe (or add --force)");
+    }
+    let stdout = std_stream(std::io::stdout()).context("cannot write to standard output")?;
+    widen_pipe(&stdout);
+    Ok(stdout)
+}
+
 /// What [`widen_pipe`] asks for: Linux's most for an unprivileged process by
 /// default (`/proc/sys/fs/pipe-max-size`).
 #[cfg(target_os = "linux")]
@@ -269,7 +280,7 @@ const PIPE_BYTES: libc::c_int = 1 << 20;
 /// empties it (1 MiB reads on the other core) took 39 and 80 ms instead of 58
 /// and 147 (best of 15, builds with and without it; 26 and 56 ms to
 /// `/dev/null`).
-pub fn widen_pipe(file: &File) {
+fn widen_pipe(file: &File) {
     #[cfg(target_os = "linux")]
     {
         use std::os::fd::AsRawFd;
