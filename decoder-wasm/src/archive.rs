@@ -849,6 +849,60 @@ impl<'a> Archive<'a> {
         Ok(())
     }
 
+    /// Decodes a file chunk by chunk, in order, handing each chunk's bytes to
+    /// `piece` once its checksums pass, and checks the file's digest after the
+    /// last: the working memory is one chunk (and a delta segment's base
+    /// tensor), whatever the file's size. What `piece` was given before an
+    /// error (a chunk, the digest) is not the file: the caller must drop it.
+    /// Its own error stops the decode and is returned as it is.
+    ///
+    /// The same checks as [`Self::read_file`]: segments that do not add up to
+    /// the file's size are refused before anything is decoded, and each
+    /// segment's chunks must add up to it.
+    pub fn read_file_pieces<E: From<DecodeError>>(
+        &self,
+        file: &FileInfo,
+        mut piece: impl FnMut(&[u8]) -> Result<(), E>,
+    ) -> Result<(), E> {
+        let loc = Location {
+            file: Some(file.path.clone()),
+            ..Location::default()
+        };
+        check_sum(
+            file.segments.iter().map(|s| s.len),
+            file.size,
+            "file size (segments do not add up)",
+            loc.clone(),
+        )?;
+        let mut hasher = Digester::new(file.digest_kind);
+        for seg in &file.segments {
+            let seg_loc = Location {
+                segment: Some(seg.name.clone()),
+                ..loc.clone()
+            };
+            check_sum(
+                seg.chunks.iter().map(|c| c.decoded_len),
+                seg.len,
+                "chunk lengths (do not add up to the segment's)",
+                seg_loc,
+            )?;
+            // Fetched once for the segment, not for each chunk.
+            let base = self.base_of(file, seg)?;
+            for i in 0..seg.chunks.len() {
+                let bytes = self.read_chunk_with(file, seg, i, base.as_deref())?;
+                hasher.update(&bytes);
+                piece(&bytes)?;
+            }
+        }
+        let found = hasher.finish();
+        if found != file.digest {
+            return Err(DecodeError::new(mismatch(file.digest_kind, &file.digest, &found))
+                .at(&loc)
+                .into());
+        }
+        Ok(())
+    }
+
     /// Decodes a whole file and checks its size and digest. An archive opened
     /// with [`Archive::scan`] may list segments that do not add up to the file's
     /// size (a damaged record); that is refused before anything is decoded.
@@ -1188,5 +1242,86 @@ mod tests {
             }
         }
         assert!(split > 0, "no golden file has several chunks");
+    }
+
+    /// What [`Archive::read_file_pieces`]' caller's own failure is, in the test.
+    #[derive(Debug, PartialEq)]
+    enum PieceError {
+        Decode(DecodeError),
+        Full,
+    }
+
+    impl From<DecodeError> for PieceError {
+        fn from(e: DecodeError) -> Self {
+            PieceError::Decode(e)
+        }
+    }
+
+    /// Chunk by chunk, the file's bytes; a damaged chunk or a wrong digest fails
+    /// after the pieces before it (never a piece of the damaged chunk); the
+    /// caller's own error stops the decode and comes back as it is.
+    #[test]
+    fn files_read_in_pieces_are_the_files() {
+        let mut several = 0;
+        for golden in [
+            &include_bytes!("../../tests/golden/v1-mixed.brv")[..],
+            include_bytes!("../../tests/golden/v1-xxh3.brv"),
+            include_bytes!("../../tests/golden/v1-blake3.brv"),
+        ] {
+            let a = Archive::open(golden, DecodeLimits::default()).unwrap();
+            let files = a.files().to_vec();
+            for (at, f) in files.iter().enumerate() {
+                let whole = a.read_file(f).unwrap();
+                let (mut got, mut pieces) = (Vec::new(), 0);
+                a.read_file_pieces::<DecodeError>(f, |p| {
+                    got.extend_from_slice(p);
+                    pieces += 1;
+                    Ok(())
+                })
+                .unwrap();
+                assert!(got == whole, "{}", f.path);
+                let chunks: usize = f.segments.iter().map(|s| s.chunks.len()).sum();
+                assert_eq!(pieces, chunks, "a piece a chunk: {}", f.path);
+                if chunks < 2 {
+                    continue;
+                }
+                several += 1;
+
+                // The caller stops it at the first piece.
+                let stopped = a.read_file_pieces(f, |_| Err(PieceError::Full));
+                assert_eq!(stopped, Err(PieceError::Full));
+
+                // The last chunk's record damaged: every piece before it, then the error.
+                let last = f.segments.iter().rev().find_map(|s| s.chunks.last()).unwrap();
+                let mut bad = golden.to_vec();
+                bad[(last.offset + last.record_len / 2) as usize] ^= 1;
+                let damaged = Archive::with_index(&bad, &files, DecodeLimits::default());
+                let mut got = Vec::new();
+                let e = damaged
+                    .read_file_pieces::<DecodeError>(f, |p| {
+                        got.extend_from_slice(p);
+                        Ok(())
+                    })
+                    .unwrap_err();
+                assert_eq!(e.location.offset, Some(last.offset), "{e}");
+                assert!(e.location.chunk.is_some(), "{e}");
+                assert!(got.len() as u64 == f.size - last.decoded_len && whole.starts_with(&got));
+
+                // A digest that does not match: every byte handed on, then the error.
+                let mut wrong = files.clone();
+                wrong[at].digest[0] ^= 1;
+                let lied = Archive::with_index(golden, &wrong, DecodeLimits::default());
+                let mut got = Vec::new();
+                let e = lied
+                    .read_file_pieces::<DecodeError>(&wrong[at], |p| {
+                        got.extend_from_slice(p);
+                        Ok(())
+                    })
+                    .unwrap_err();
+                assert!(got == whole);
+                assert_eq!(e, lied.read_file(&wrong[at]).unwrap_err(), "the error read_file gives");
+            }
+        }
+        assert!(several > 0, "no golden file has several chunks");
     }
 }

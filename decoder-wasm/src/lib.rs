@@ -6,7 +6,8 @@
 //!
 //! Two doors:
 //! - [`decode_all`] / [`Archive`]: a whole archive in memory — every file, or one
-//!   tensor by name through the index (random access); with `std`,
+//!   tensor by name through the index (random access), or one file chunk by
+//!   chunk in one chunk's memory ([`Archive::read_file_pieces`]); with `std`,
 //!   `decode_all_threads` / `Archive::read_file_threads` decode each file's
 //!   chunks on several threads (the same files, checks and errors);
 //! - [`StreamDecoder`]: push bytes as they arrive, pull [`Event`]s (file started,

@@ -215,6 +215,38 @@ fn stdout_stdin_and_chosen_files() {
     assert_eq!(o.status.code(), Some(1), "salvage checks the names before writing");
     assert!(!d.join("none").exists() || fs::read_dir(d.join("none")).unwrap().count() == 0);
 
+    // The small file alone, from a file: read through the index, so damage in
+    // the other file's chunks goes unread; from a pipe the whole archive is
+    // decoded and the damage found. Damage in its own chunk: exit 3, no file.
+    let index = brevis_decoder::Archive::open(&archive, brevis_decoder::DecodeLimits::default()).unwrap();
+    let chunk_of = |path: &str| {
+        let f = index.files().iter().find(|f| f.path == path).unwrap();
+        let c = &f.segments.iter().rev().find(|s| !s.chunks.is_empty()).unwrap().chunks[0];
+        (c.offset + c.record_len / 2) as usize
+    };
+    let damaged = |at: usize| {
+        let mut bad = archive.clone();
+        bad[at] ^= 1;
+        bad
+    };
+    fs::write(d.join("other.brv"), damaged(chunk_of("model.safetensors"))).unwrap();
+    let o = brevis(&["decompress", "-c", "other.brv", "sub/w.safetensors"], d);
+    ok(&o);
+    assert!(o.stdout == second);
+    ok(&brevis(
+        &["decompress", "other.brv", "sub/w.safetensors", "-o", "w", "-q"],
+        d,
+    ));
+    assert!(fs::read(d.join("w/sub/w.safetensors")).unwrap() == second);
+    let piped = ["decompress", "-c", "-", "sub/w.safetensors"];
+    let o = brevis_piped(&piped, d, &fs::read(d.join("other.brv")).unwrap());
+    assert_eq!(o.status.code(), Some(3), "streamed, the damage is found");
+    fs::write(d.join("own.brv"), damaged(chunk_of("sub/w.safetensors"))).unwrap();
+    let o = brevis(&["decompress", "own.brv", "sub/w.safetensors", "-o", "own"], d);
+    assert_eq!(o.status.code(), Some(3));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("sub/w.safetensors"));
+    assert!(!d.join("own/sub/w.safetensors").exists(), "never under its name");
+
     // Refused: with a folder, salvage from standard input, a damaged archive.
     assert_eq!(
         brevis(&["decompress", "-c", "m.brv", "-o", "x"], d).status.code(),

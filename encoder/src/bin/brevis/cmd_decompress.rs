@@ -10,8 +10,8 @@ use brevis_decoder::format::program::Limits;
 use brevis_decoder::format::stream::LeBytes;
 use brevis_decoder::format::FormatError;
 use brevis_decoder::{
-    decode_chunk_record, Ahead, Archive, Blake3Tree, ChunkPlace, DecodeLimits, DecodedChunk, DigestKind, Digester,
-    Event, FileHasher, ParsedChunk, PendingChunk, Piece, StreamDecoder, Subtrees, WrittenOutput,
+    decode_chunk_record, Ahead, Archive, Blake3Tree, ChunkPlace, DecodeError, DecodeLimits, DecodedChunk, DigestKind,
+    Digester, Event, FileHasher, FileInfo, ParsedChunk, PendingChunk, Piece, StreamDecoder, Subtrees, WrittenOutput,
 };
 use brevis_encoder::atomic::AtomicFile;
 use brevis_encoder::BaseTensors;
@@ -25,7 +25,10 @@ pub struct Args {
     /// The archive (`-`: standard input).
     archive: PathBuf,
     /// Only these files, by their paths in the archive (`brevis inspect`
-    /// lists them): the others are decoded and checked, but not written.
+    /// lists them). From an archive file whose index is intact, when they
+    /// hold under half its bytes, only their chunks are read (through the
+    /// index, one thread); otherwise the whole archive is decoded and
+    /// checked, on every thread, and the others are not written.
     files: Vec<String>,
     /// Directory to rebuild the files in (default: the current directory).
     #[arg(short, long)]
@@ -1084,6 +1087,76 @@ impl Selection {
     }
 }
 
+/// Why [`read_pieces`] stopped: the archive (exit code 3, or 1 for a base)
+/// or the caller's output.
+enum PieceFailure {
+    Archive(DecodeError),
+    Output(anyhow::Error),
+}
+
+impl From<DecodeError> for PieceFailure {
+    fn from(e: DecodeError) -> Self {
+        PieceFailure::Archive(e)
+    }
+}
+
+/// [`Archive::read_file_pieces`] with `piece` writing each chunk's bytes out.
+fn read_pieces(archive: &Archive, file: &FileInfo, mut piece: impl FnMut(&[u8]) -> Result<()>) -> Result<()> {
+    archive
+        .read_file_pieces(file, |p| piece(p).map_err(PieceFailure::Output))
+        .map_err(|e| match e {
+            PieceFailure::Archive(e) => anyhow::Error::new(CorruptArchive(e)),
+            PieceFailure::Output(e) => e,
+        })
+}
+
+/// `decompress ARCHIVE FILE...` of an archive read from a file whose index is
+/// intact, when the named files hold under half of its bytes: only their
+/// chunks are decoded, one at a time, through the index (`each(archive,
+/// file)` for every named file, in archive order), not the whole archive on
+/// every thread; a damaged record elsewhere goes unread. Fails before
+/// anything is written if a name is not in the archive. `Ok(false)` where this
+/// does not apply: the streamed decode then does the work (and says what is
+/// wrong with a damaged index).
+fn by_index(args: &Args, quiet: bool, mut each: impl FnMut(&Archive, &FileInfo) -> Result<()>) -> Result<bool> {
+    if args.files.is_empty() || args.archive == Path::new("-") {
+        return Ok(false);
+    }
+    let Ok(data) = map_file(&args.archive) else {
+        return Ok(false);
+    };
+    let Ok(archive) = Archive::open(&data, args.limits.limits()) else {
+        return Ok(false);
+    };
+    let mut selection = Selection::new(args.files.clone());
+    let chosen: Vec<FileInfo> = archive
+        .files()
+        .iter()
+        .filter(|f| selection.wants(&f.path))
+        .cloned()
+        .collect();
+    let (bytes, all) = (
+        chosen.iter().map(|f| f.size).sum::<u64>(),
+        archive.files().iter().map(|f| f.size).sum::<u64>(),
+    );
+    if bytes.saturating_mul(2) >= all {
+        return Ok(false);
+    }
+    selection.all_met()?;
+    let base = args.limits.base()?;
+    let archive = match &base {
+        Some(b) => archive.with_base(b),
+        None => archive,
+    };
+    let pb = progress(bytes, quiet, "decode");
+    for f in &chosen {
+        each(&archive, f)?;
+        pb.inc(f.size);
+    }
+    pb.finish_and_clear();
+    Ok(true)
+}
+
 /// `brevis decompress`, on `threads` threads.
 pub fn run(args: Args, quiet: bool, threads: usize) -> Result<()> {
     if args.archive == Path::new("-") && args.salvage {
@@ -1095,12 +1168,26 @@ pub fn run(args: Args, quiet: bool, threads: usize) -> Result<()> {
     if args.stdout {
         return to_stdout(args, quiet, threads);
     }
-    let mut selection = Selection::new(args.files);
-    let dir = args.output.unwrap_or_else(|| PathBuf::from("."));
-    let outputs = std::rc::Rc::new(std::cell::RefCell::new(Outputs::default()));
-    let read_back = Box::new(ReadBack(outputs.clone()));
+    let dir = args.output.clone().unwrap_or_else(|| PathBuf::from("."));
     let mut written = Vec::new();
     let mut total = 0u64;
+    let indexed = by_index(&args, quiet, |archive, file| {
+        let target = dir.join(&file.path);
+        let mut out = create_output(&target, args.force)?;
+        read_pieces(archive, file, |p| out.write_all(p).context("write failed"))?;
+        // Only now, its digest verified, does it appear under its name.
+        out.commit()
+            .with_context(|| format!("cannot write `{}`", target.display()))?;
+        written.push(target);
+        total += file.size;
+        Ok(())
+    })?;
+    if indexed {
+        return report_written(&written, total, quiet);
+    }
+    let mut selection = Selection::new(args.files);
+    let outputs = std::rc::Rc::new(std::cell::RefCell::new(Outputs::default()));
+    let read_back = Box::new(ReadBack(outputs.clone()));
     let decoded = stream_archive(&args.archive, &args.limits, quiet, threads, Some(read_back), |ev| {
         let mut outputs = outputs.borrow_mut();
         match ev {
@@ -1111,15 +1198,7 @@ pub fn run(args: Args, quiet: bool, threads: usize) -> Result<()> {
                     return Ok(());
                 }
                 // `path` was checked by the decoder: relative, no `..`.
-                let target = dir.join(&path);
-                if let Some(parent) = target.parent() {
-                    std::fs::create_dir_all(parent).with_context(|| format!("cannot create `{}`", parent.display()))?;
-                }
-                outputs.current = Some((
-                    number,
-                    AtomicFile::create(&target, args.force)
-                        .with_context(|| format!("cannot write `{}`", target.display()))?,
-                ));
+                outputs.current = Some((number, create_output(&dir.join(&path), args.force)?));
             }
             Event::Data(d) => {
                 if let Some((_, f)) = outputs.current.as_mut() {
@@ -1152,13 +1231,29 @@ pub fn run(args: Args, quiet: bool, threads: usize) -> Result<()> {
             _ => Err(e),
         };
     }
+    report_written(&written, total, quiet)?;
+    selection.all_met()
+}
+
+/// A file `decompress` rebuilds at `target` (a path from the archive, which
+/// the decoder checked: relative, no `..`), its folders created: written to a
+/// temporary name until committed.
+fn create_output(target: &Path, force: bool) -> Result<AtomicFile> {
+    if let Some(parent) = target.parent() {
+        std::fs::create_dir_all(parent).with_context(|| format!("cannot create `{}`", parent.display()))?;
+    }
+    AtomicFile::create(target, force).with_context(|| format!("cannot write `{}`", target.display()))
+}
+
+/// `decompress`'s summary on stderr, unless `quiet`.
+fn report_written(written: &[PathBuf], total: u64, quiet: bool) -> Result<()> {
     if !quiet {
-        for p in &written {
+        for p in written {
             eprintln!("{}", p.display());
         }
         eprintln!("{} file(s), {} rebuilt and verified", written.len(), human(total));
     }
-    selection.all_met()
+    Ok(())
 }
 
 /// Bytes `--stdout` gathers before a write: small pieces (a file's header, a
@@ -1170,20 +1265,31 @@ const STDOUT_BUFFER: usize = 256 << 10;
 /// output cannot be read back.
 fn to_stdout(args: Args, quiet: bool, threads: usize) -> Result<()> {
     let mut out = std::io::BufWriter::with_capacity(STDOUT_BUFFER, stdout_file(args.force)?);
-    let mut selection = Selection::new(args.files);
-    let (mut writing, mut files, mut total) = (false, 0usize, 0u64);
-    stream_archive(&args.archive, &args.limits, quiet, threads, None, |ev| {
-        match ev {
-            Event::FileStart { path, .. } => writing = selection.wants(&path),
-            Event::Data(d) if writing => {
-                out.write_all(&d).context("cannot write to standard output")?;
-                total += d.len() as u64;
-            }
-            Event::FileEnd { .. } if writing => files += 1,
-            _ => {}
-        }
+    let (mut files, mut total) = (0usize, 0u64);
+    let indexed = by_index(&args, quiet, |archive, file| {
+        read_pieces(archive, file, |p| {
+            out.write_all(p).context("cannot write to standard output")
+        })?;
+        (files, total) = (files + 1, total + file.size);
         Ok(())
     })?;
+    if !indexed {
+        let mut selection = Selection::new(args.files);
+        let mut writing = false;
+        stream_archive(&args.archive, &args.limits, quiet, threads, None, |ev| {
+            match ev {
+                Event::FileStart { path, .. } => writing = selection.wants(&path),
+                Event::Data(d) if writing => {
+                    out.write_all(&d).context("cannot write to standard output")?;
+                    total += d.len() as u64;
+                }
+                Event::FileEnd { .. } if writing => files += 1,
+                _ => {}
+            }
+            Ok(())
+        })?;
+        selection.all_met()?;
+    }
     out.flush().context("cannot write to standard output")?;
     if !quiet {
         eprintln!(
@@ -1191,7 +1297,7 @@ fn to_stdout(args: Args, quiet: bool, threads: usize) -> Result<()> {
             human(total)
         );
     }
-    selection.all_met()
+    Ok(())
 }
 
 /// `brevis verify`, on `threads` threads.
