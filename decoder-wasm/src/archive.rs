@@ -815,17 +815,7 @@ impl<'a> Archive<'a> {
         out: &mut Output,
         mut digest: Option<&mut Digester>,
     ) -> Result<(), DecodeError> {
-        let loc = Location {
-            file: Some(file.path.clone()),
-            segment: Some(seg.name.clone()),
-            ..Location::default()
-        };
-        check_sum(
-            seg.chunks.iter().map(|c| c.decoded_len),
-            seg.len,
-            "chunk lengths (do not add up to the segment's)",
-            loc,
-        )?;
+        check_segment_chunks(file, seg)?;
         let base = self.base_of(file, seg)?;
         let mut at = 0u64;
         for (i, c) in seg.chunks.iter().enumerate() {
@@ -864,28 +854,10 @@ impl<'a> Archive<'a> {
         file: &FileInfo,
         mut piece: impl FnMut(&[u8]) -> Result<(), E>,
     ) -> Result<(), E> {
-        let loc = Location {
-            file: Some(file.path.clone()),
-            ..Location::default()
-        };
-        check_sum(
-            file.segments.iter().map(|s| s.len),
-            file.size,
-            "file size (segments do not add up)",
-            loc.clone(),
-        )?;
+        check_file_size(file)?;
         let mut hasher = Digester::new(file.digest_kind);
         for seg in &file.segments {
-            let seg_loc = Location {
-                segment: Some(seg.name.clone()),
-                ..loc.clone()
-            };
-            check_sum(
-                seg.chunks.iter().map(|c| c.decoded_len),
-                seg.len,
-                "chunk lengths (do not add up to the segment's)",
-                seg_loc,
-            )?;
+            check_segment_chunks(file, seg)?;
             // Fetched once for the segment, not for each chunk.
             let base = self.base_of(file, seg)?;
             for i in 0..seg.chunks.len() {
@@ -894,13 +866,7 @@ impl<'a> Archive<'a> {
                 piece(&bytes)?;
             }
         }
-        let found = hasher.finish();
-        if found != file.digest {
-            return Err(DecodeError::new(mismatch(file.digest_kind, &file.digest, &found))
-                .at(&loc)
-                .into());
-        }
-        Ok(())
+        Ok(check_file_digest(file, hasher)?)
     }
 
     /// Decodes a whole file and checks its size and digest. An archive opened
@@ -911,30 +877,13 @@ impl<'a> Archive<'a> {
     /// words can be (they fill their containers and the bytes are aligned for
     /// them) and hashed there while in cache.
     pub fn read_file(&self, file: &FileInfo) -> Result<Vec<u8>, DecodeError> {
-        let loc = Location {
-            file: Some(file.path.clone()),
-            ..Location::default()
-        };
-        check_sum(
-            file.segments.iter().map(|s| s.len),
-            file.size,
-            "file size (segments do not add up)",
-            loc,
-        )?;
+        check_file_size(file)?;
         let mut out = Output::new(file.size, self.data.len());
         let mut hasher = Digester::new(file.digest_kind);
         for seg in &file.segments {
             self.read_segment_into(file, seg, &mut out, Some(&mut hasher))?;
         }
-        let found = hasher.finish();
-        if found != file.digest {
-            return Err(
-                DecodeError::new(mismatch(file.digest_kind, &file.digest, &found)).at(&Location {
-                    file: Some(file.path.clone()),
-                    ..Location::default()
-                }),
-            );
-        }
+        check_file_digest(file, hasher)?;
         Ok(out.bytes)
     }
 }
@@ -1112,6 +1061,42 @@ fn xor_base(base: Option<&[u8]>, at: Option<u64>, out: &mut [u8]) -> Result<(), 
 }
 
 /// Where chunk `index` of `seg` is, for errors.
+/// Refuses a file whose segments do not add up to its size (an archive opened
+/// with [`Archive::scan`] may list such a file: a damaged record).
+fn check_file_size(file: &FileInfo) -> Result<(), DecodeError> {
+    let loc = Location {
+        file: Some(file.path.clone()),
+        ..Location::default()
+    };
+    let segments = file.segments.iter().map(|s| s.len);
+    check_sum(segments, file.size, "file size (segments do not add up)", loc)
+}
+
+/// Refuses a segment whose chunks do not add up to its length.
+fn check_segment_chunks(file: &FileInfo, seg: &SegmentInfo) -> Result<(), DecodeError> {
+    let loc = Location {
+        file: Some(file.path.clone()),
+        segment: Some(seg.name.clone()),
+        ..Location::default()
+    };
+    let chunks = seg.chunks.iter().map(|c| c.decoded_len);
+    check_sum(chunks, seg.len, "chunk lengths (do not add up to the segment's)", loc)
+}
+
+/// Checks the digest of a file rebuilt, `hasher` having taken all its bytes.
+fn check_file_digest(file: &FileInfo, mut hasher: Digester) -> Result<(), DecodeError> {
+    let found = hasher.finish();
+    if found == file.digest {
+        return Ok(());
+    }
+    Err(
+        DecodeError::new(mismatch(file.digest_kind, &file.digest, &found)).at(&Location {
+            file: Some(file.path.clone()),
+            ..Location::default()
+        }),
+    )
+}
+
 fn chunk_location(file: &FileInfo, seg: &SegmentInfo, index: usize) -> Location {
     Location {
         offset: seg.chunks.get(index).map(|c| c.offset),
@@ -1208,17 +1193,29 @@ fn unreachable_kind() -> Result<(), DecodeError> {
 mod tests {
     use super::*;
 
+    /// Golden archives of SHA-256, XXH3-128 and BLAKE3 digests, with files of
+    /// several chunks.
+    const GOLDEN: [&[u8]; 3] = [
+        include_bytes!("../../tests/golden/v1-mixed.brv"),
+        include_bytes!("../../tests/golden/v1-xxh3.brv"),
+        include_bytes!("../../tests/golden/v1-blake3.brv"),
+    ];
+
+    /// `golden` with a byte of `f`'s last chunk's record flipped, and that chunk.
+    fn last_chunk_damaged<'a>(golden: &[u8], f: &'a FileInfo) -> (Vec<u8>, &'a ChunkInfo) {
+        let last = f.segments.iter().rev().find_map(|s| s.chunks.last()).unwrap();
+        let mut bad = golden.to_vec();
+        bad[(last.offset + last.record_len / 2) as usize] ^= 1;
+        (bad, last)
+    }
+
     /// The threaded read itself succeeds (it is not the one-thread read it falls
     /// back to), with the one-thread read's bytes; and it gives up on a damaged
     /// chunk.
     #[test]
     fn files_split_over_threads_are_read_by_the_threads() {
         let mut split = 0;
-        for golden in [
-            &include_bytes!("../../tests/golden/v1-mixed.brv")[..],
-            include_bytes!("../../tests/golden/v1-xxh3.brv"),
-            include_bytes!("../../tests/golden/v1-blake3.brv"),
-        ] {
+        for golden in GOLDEN {
             let a = Archive::open(golden, DecodeLimits::default()).unwrap();
             for f in a.files() {
                 let chunks: usize = f.segments.iter().map(|s| s.chunks.len()).sum();
@@ -1231,9 +1228,7 @@ mod tests {
                     assert!(a.read_file_split(f, threads) == Some(one.clone()), "{}", f.path);
                 }
                 // A byte of the file's last chunk's record flipped: the threads give up.
-                let last = f.segments.iter().rev().find_map(|s| s.chunks.last()).unwrap();
-                let mut bad = golden.to_vec();
-                bad[(last.offset + last.record_len / 2) as usize] ^= 1;
+                let (bad, _) = last_chunk_damaged(golden, f);
                 let files = a.files().to_vec();
                 let damaged = Archive::with_index(&bad, &files, DecodeLimits::default());
                 let f = &files[a.files().iter().position(|g| g.path == f.path).unwrap()];
@@ -1263,11 +1258,7 @@ mod tests {
     #[test]
     fn files_read_in_pieces_are_the_files() {
         let mut several = 0;
-        for golden in [
-            &include_bytes!("../../tests/golden/v1-mixed.brv")[..],
-            include_bytes!("../../tests/golden/v1-xxh3.brv"),
-            include_bytes!("../../tests/golden/v1-blake3.brv"),
-        ] {
+        for golden in GOLDEN {
             let a = Archive::open(golden, DecodeLimits::default()).unwrap();
             let files = a.files().to_vec();
             for (at, f) in files.iter().enumerate() {
@@ -1292,9 +1283,7 @@ mod tests {
                 assert_eq!(stopped, Err(PieceError::Full));
 
                 // The last chunk's record damaged: every piece before it, then the error.
-                let last = f.segments.iter().rev().find_map(|s| s.chunks.last()).unwrap();
-                let mut bad = golden.to_vec();
-                bad[(last.offset + last.record_len / 2) as usize] ^= 1;
+                let (bad, last) = last_chunk_damaged(golden, f);
                 let damaged = Archive::with_index(&bad, &files, DecodeLimits::default());
                 let mut got = Vec::new();
                 let e = damaged
