@@ -208,6 +208,28 @@ fn a_finetune_round_trips_with_its_base_and_is_refused_without_it() {
         d,
     ));
     assert_eq!(fs::read(d.join("out/model.safetensors")).unwrap(), tuned);
+    // The fine-tuned file alone beside a larger one: read through the index,
+    // with the base; without it, refused as the streamed decode refuses it.
+    fs::write(d.join("tuned/extra.bin"), bundled().repeat(3)).unwrap();
+    let delta = ["compress", "tuned", "-o", "delta2.brv", "--base", "base.brv", "-q"];
+    ok(&brevis(&delta, d));
+    let o = brevis(
+        &[
+            "decompress",
+            "-c",
+            "delta2.brv",
+            "model.safetensors",
+            "--base",
+            "base.brv",
+        ],
+        d,
+    );
+    ok(&o);
+    assert!(o.stdout == tuned);
+    let o = brevis(&["decompress", "-c", "delta2.brv", "model.safetensors"], d);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("archive needs its base"));
+    assert!(o.stdout.is_empty() || o.stdout.len() < tuned.len());
 
     // Without the base, or with another one: exit 1, the tensor named, no output file.
     let no_base = brevis(&["decompress", "delta.brv", "-o", "nothing"], d);
