@@ -1143,9 +1143,10 @@ impl Indexed<'_> {
 
 /// `decompress ARCHIVE FILE...` of an archive read from a file whose index is
 /// intact, when the named files hold under half of its bytes: only their
-/// chunks are decoded, one at a time, through the index (`each(archive,
-/// file)` for every named file, in archive order), not the whole archive on
-/// every thread; a damaged record elsewhere goes unread. Fails before
+/// chunks are decoded, one at a time, through the index (`each(indexed,
+/// file)` for every named file, in archive order, which reads it with
+/// [`Indexed::read`]), not the whole archive on every thread; a damaged
+/// record elsewhere goes unread. Fails before
 /// anything is written if a name is not in the archive. `Ok(false)` where this
 /// does not apply: the streamed decode then does the work (and says what is
 /// wrong with a damaged index).
@@ -1183,8 +1184,8 @@ fn by_index(args: &Args, quiet: bool, mut each: impl FnMut(&Indexed, &FileInfo) 
         Some(b) => archive.with_base(b),
         None => archive,
     };
-    // Opening read every FILE and SEGMENT record, each mapping the large folio
-    // of the page cache it lies in: let them go before decoding.
+    // Opening read every FILE and SEGMENT record, scattered over the archive:
+    // their pages go before decoding.
     map.release(0..map.0.len());
     let indexed = Indexed { archive, map: &map };
     let pb = progress(bytes, quiet, "decode");
