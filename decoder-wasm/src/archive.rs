@@ -1060,7 +1060,6 @@ fn xor_base(base: Option<&[u8]>, at: Option<u64>, out: &mut [u8]) -> Result<(), 
     Ok(())
 }
 
-/// Where chunk `index` of `seg` is, for errors.
 /// Refuses a file whose segments do not add up to its size (an archive opened
 /// with [`Archive::scan`] may list such a file: a damaged record).
 fn check_file_size(file: &FileInfo) -> Result<(), DecodeError> {
@@ -1097,6 +1096,7 @@ fn check_file_digest(file: &FileInfo, mut hasher: Digester) -> Result<(), Decode
     )
 }
 
+/// Where chunk `index` of `seg` is, for errors.
 fn chunk_location(file: &FileInfo, seg: &SegmentInfo, index: usize) -> Location {
     Location {
         offset: seg.chunks.get(index).map(|c| c.offset),

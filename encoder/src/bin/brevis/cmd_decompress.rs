@@ -1363,10 +1363,7 @@ pub fn verify(args: VerifyArgs, quiet: bool, threads: usize) -> Result<()> {
 
 /// Writes `bytes` to `path` atomically, creating parent folders.
 fn write_file(path: &Path, bytes: &[u8], force: bool) -> Result<()> {
-    if let Some(parent) = path.parent() {
-        std::fs::create_dir_all(parent).with_context(|| format!("cannot create `{}`", parent.display()))?;
-    }
-    let mut f = AtomicFile::create(path, force).with_context(|| format!("cannot write `{}`", path.display()))?;
+    let mut f = create_output(path, force)?;
     f.write_all(bytes)
         .with_context(|| format!("cannot write `{}`", path.display()))?;
     f.commit().with_context(|| format!("cannot write `{}`", path.display()))
